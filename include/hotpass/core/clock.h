@@ -1,0 +1,13 @@
+// Monotonic wall clock for measurements.
+#pragma once
+
+#include <chrono>
+
+namespace hp {
+
+inline double now_seconds() {
+    using clock = std::chrono::steady_clock;
+    return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+}  // namespace hp

@@ -1,0 +1,64 @@
+// ForwardPlugin: one loaded forward-pass plugin (.so) behind the C ABI, and the engine services
+// it is given. Loading checks the exported symbol and the ABI version before calling anything.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "hotpass/core/result.h"
+#include "hotpass/forward_abi.h"
+
+namespace hp::engine {
+
+// Memory handed to a plugin through hp_services, tracked so it can be accounted for and
+// reclaimed when the plugin is destroyed.
+class PluginAllocator {
+public:
+    ~PluginAllocator();
+    void *alloc(size_t bytes, size_t alignment);
+    void free(void *ptr);
+    size_t live_bytes() const;
+    void release_all();
+
+private:
+    mutable std::mutex mutex_;
+    std::map<void *, size_t> live_;
+};
+
+class ForwardPlugin {
+public:
+    // Opens `path` (RTLD_NOW | RTLD_LOCAL), resolves hp_forward_entry and checks abi_version.
+    static Result<std::unique_ptr<ForwardPlugin>> open(const std::filesystem::path &path);
+    ~ForwardPlugin();
+    ForwardPlugin(const ForwardPlugin &) = delete;
+    ForwardPlugin &operator=(const ForwardPlugin &) = delete;
+
+    // Creates the plugin's state for `model` (which must outlive the plugin).
+    Status create(const hp_model *model, int n_thread);
+    // One engine step; errors carry the plugin's return code.
+    Status forward(const hp_batch &batch, hp_output &out);
+
+    std::string_view name() const { return vtable_->name ? vtable_->name : "?"; }
+    const std::filesystem::path &path() const { return path_; }
+    size_t private_bytes() const { return allocator_.live_bytes(); }
+
+private:
+    ForwardPlugin() = default;
+    std::filesystem::path path_;
+    void *handle_ = nullptr;
+    const hp_forward_vtable *vtable_ = nullptr;
+    void *state_ = nullptr;
+    PluginAllocator allocator_;
+    hp_services services_{};
+};
+
+// Resolves `reference` (an in-tree plugin name) or a path to a .so. In-tree plugins are looked
+// up in $HOTPASS_PLUGIN_DIR, then <dir of the running executable>/../lib/hotpass/forward.
+Result<std::filesystem::path> resolve_forward(std::string_view name_or_path);
+
+}  // namespace hp::engine

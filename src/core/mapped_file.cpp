@@ -1,0 +1,68 @@
+#include "hotpass/core/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace hp {
+
+Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::filesystem::path &path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return error("cannot open {}: {}", path.string(), std::strerror(errno));
+    struct stat info {};
+    if (::fstat(fd, &info) != 0) {
+        const int saved = errno;
+        ::close(fd);
+        return error("cannot stat {}: {}", path.string(), std::strerror(saved));
+    }
+    std::shared_ptr<MappedFile> file(new MappedFile());
+    file->path_ = path;
+    file->size_ = size_t(info.st_size);
+    if (file->size_ > 0) {
+        void *mapped = ::mmap(nullptr, file->size_, PROT_READ, MAP_SHARED, fd, 0);
+        if (mapped == MAP_FAILED) {
+            const int saved = errno;
+            ::close(fd);
+            return error("cannot mmap {}: {}", path.string(), std::strerror(saved));
+        }
+        file->data_ = static_cast<const uint8_t *>(mapped);
+    }
+    ::close(fd);
+    return file;
+}
+
+MappedFile::~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<uint8_t *>(data_), size_);
+}
+
+Result<std::string> read_text_file(const std::filesystem::path &path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return error("cannot open {}: {}", path.string(), std::strerror(errno));
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    if (in.bad()) return error("cannot read {}", path.string());
+    return contents.str();
+}
+
+Status write_file_atomic(const std::filesystem::path &path, std::string_view contents) {
+    const std::filesystem::path temporary = path.string() + ".tmp";
+    {
+        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+        if (!out) return error("cannot create {}: {}", temporary.string(), std::strerror(errno));
+        out.write(contents.data(), std::streamsize(contents.size()));
+        out.flush();
+        if (!out) return error("cannot write {}: {}", temporary.string(), std::strerror(errno));
+    }
+    std::error_code code;
+    std::filesystem::rename(temporary, path, code);
+    if (code) return error("cannot rename {} to {}: {}", temporary.string(), path.string(), code.message());
+    return Status::success();
+}
+
+}  // namespace hp

@@ -1,0 +1,27 @@
+// hotpass: the command-line front end. Subcommands are thin; the work is in the libraries.
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "hotpass/core/log.h"
+
+int main(int argc, char **argv) {
+    CLI::App app{
+        "hotpass keeps an LLM forward pass fast as models, hardware and traffic change.\n"
+        "Start with `hotpass model init --preset tiny-llama --out m` and "
+        "`hotpass generate --model m --tokens 1,2,3 -n 16`."};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "hotpass 0.1.0");
+    std::string log_level = "warn";
+    app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")
+        ->capture_default_str();
+    app.parse_complete_callback([&] { hp::log_setup(log_level); });
+
+    int exit_code = 0;
+    hp::cli::add_model_commands(app, exit_code);
+    hp::cli::add_generate_command(app, exit_code);
+#ifdef HOTPASS_HAVE_TRAFFIC
+    hp::cli::add_traffic_commands(app, exit_code);
+#endif
+    CLI11_PARSE(app, argc, argv);
+    return exit_code;
+}
