@@ -1,5 +1,7 @@
 #include "hotpass/engine/engine.h"
 
+#include "hotpass/engine/batch.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -48,7 +50,6 @@ Result<std::vector<float>> Engine::step(const std::vector<StepInput> &inputs) {
     const int block_tokens = kv_->block_tokens();
     // Blocks each sequence needs after this step; allocate them up front, all or nothing.
     std::vector<std::vector<int32_t>> new_blocks(inputs.size());
-    int max_blocks = 1;
     auto give_back = [&] {
         for (auto &blocks : new_blocks) {
             for (int32_t block : blocks) kv_->release_block(block);
@@ -68,43 +69,26 @@ Result<std::vector<float>> Engine::step(const std::vector<StepInput> &inputs) {
             }
             new_blocks[i].push_back(block);
         }
-        max_blocks = std::max(max_blocks, needed);
     }
 
-    std::vector<int32_t> token_ids, positions, seq_start{0}, block_tables, logit_rows;
+    // The block tables must stay alive until the plugin returns.
+    std::vector<std::vector<int32_t>> tables(inputs.size());
+    BatchBuilder builder;
     for (size_t i = 0; i < inputs.size(); ++i) {
         const Sequence &sequence = sequences_.at(inputs[i].seq);
-        const int first_token = int(token_ids.size());
-        for (size_t t = 0; t < inputs[i].tokens.size(); ++t) {
-            token_ids.push_back(inputs[i].tokens[t]);
-            positions.push_back(sequence.length + int(t));
-            if (inputs[i].all_logits || t + 1 == inputs[i].tokens.size()) logit_rows.push_back(first_token + int(t));
-        }
-        seq_start.push_back(int32_t(token_ids.size()));
-        std::vector<int32_t> table = sequence.blocks;
-        table.insert(table.end(), new_blocks[i].begin(), new_blocks[i].end());
-        table.resize(size_t(max_blocks), -1);
-        block_tables.insert(block_tables.end(), table.begin(), table.end());
-    }
-    for (int32_t token : token_ids) {
-        if (token < 0 || token >= config().n_vocab) {
-            give_back();
-            return error("token id {} outside the vocabulary [0, {})", token, config().n_vocab);
+        tables[i] = sequence.blocks;
+        tables[i].insert(tables[i].end(), new_blocks[i].begin(), new_blocks[i].end());
+        builder.add(BatchSequence{tables[i], sequence.length, inputs[i].tokens, inputs[i].all_logits});
+        for (int32_t token : inputs[i].tokens) {
+            if (token < 0 || token >= config().n_vocab) {
+                give_back();
+                return error("token id {} outside the vocabulary [0, {})", token, config().n_vocab);
+            }
         }
     }
+    const hp_batch &batch = builder.finish();
 
-    hp_batch batch{};
-    batch.n_token = int32_t(token_ids.size());
-    batch.token_ids = token_ids.data();
-    batch.positions = positions.data();
-    batch.n_seq = int32_t(inputs.size());
-    batch.seq_token_start = seq_start.data();
-    batch.block_tables = block_tables.data();
-    batch.max_blocks_per_seq = max_blocks;
-    batch.n_logit_row = int32_t(logit_rows.size());
-    batch.logit_rows = logit_rows.data();
-
-    std::vector<float> logits(logit_rows.size() * size_t(config().n_vocab), std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> logits(size_t(batch.n_logit_row) * size_t(config().n_vocab), std::numeric_limits<float>::quiet_NaN());
     hp_output out{};
     out.logits = logits.data();
     out.expert_counts = expert_counts_.empty() ? nullptr : expert_counts_.data();

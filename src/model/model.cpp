@@ -2,6 +2,7 @@
 #include "hotpass/model/model.h"
 
 #include <nlohmann/json.hpp>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -194,9 +195,14 @@ Result<Model> open_model(std::string_view spec, const SyntheticOptions &options)
     for (TensorSpec &tensor_spec : expected_tensors(model.config)) {
         uint64_t n_byte = dtype_size(options.dtype);
         for (int64_t extent : tensor_spec.shape) n_byte *= uint64_t(extent);
-        std::shared_ptr<void> buffer(std::aligned_alloc(64, (n_byte + 63) / 64 * 64), std::free);
-        if (!buffer) return error("out of memory generating {} ({} bytes)", tensor_spec.name, n_byte);
+        // Page-aligned anonymous memory, made read-only once filled: like a mapped checkpoint,
+        // a write to a weight faults.
+        const size_t mapped_bytes = std::max<size_t>(n_byte, 1);
+        void *memory = mmap(nullptr, mapped_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (memory == MAP_FAILED) return error("out of memory generating {} ({} bytes)", tensor_spec.name, n_byte);
+        std::shared_ptr<void> buffer(memory, [mapped_bytes](void *ptr) { munmap(ptr, mapped_bytes); });
         synthesize_tensor(tensor_spec, model.config, options, buffer.get());
+        mprotect(memory, mapped_bytes, PROT_READ);
         model.tensors.push_back(TensorView{std::move(tensor_spec), options.dtype, buffer.get(), n_byte});
         model.storage.push_back(std::move(buffer));
     }
