@@ -7,7 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 packages=(
   cmake ninja-build g++ pkg-config git
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libsqlite3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libopenblas-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libopenblas-dev libseccomp-dev binutils
   clang libclang-rt-14-dev python3 python3-numpy python3-torch
 )
 missing=()

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "hotpass/core/mapped_file.h"
 
@@ -43,7 +44,7 @@ Result<int> get_int(const json &object, const char *key, std::optional<int> fall
     const json &value = object.at(key);
     if (!value.is_number_integer()) return error("config.json: field '{}' must be an integer, got {}", key, value.dump());
     const int64_t number = value.get<int64_t>();
-    if (number < 0 || number > int64_t(1) << 31) return error("config.json: field '{}' = {} is out of range", key, number);
+    if (number < 0 || number > INT32_MAX) return error("config.json: field '{}' = {} is out of range", key, number);
     return int(number);
 }
 
@@ -60,6 +61,10 @@ Result<double> get_number(const json &object, const char *key, std::optional<dou
     }
     const json &value = object.at(key);
     if (!value.is_number()) return error("config.json: field '{}' must be a number, got {}", key, value.dump());
+    // Every number here ends up in a float: out of float range is an error, not an inf.
+    if (!(std::fabs(value.get<double>()) <= double(std::numeric_limits<float>::max()))) {
+        return error("config.json: field '{}' = {} is out of range", key, value.dump());
+    }
     return value.get<double>();
 }
 
@@ -209,7 +214,9 @@ Status parse_moe(const json &root, ModelConfig &config) {
     if (!is_null_or_missing(root, "mlp_only_layers")) {
         if (!root["mlp_only_layers"].is_array()) return error("config.json: mlp_only_layers must be a list of layer indices");
         for (const json &index : root["mlp_only_layers"]) {
-            if (!index.is_number_integer()) return error("config.json: mlp_only_layers must hold integers");
+            if (!index.is_number_integer() || index.get<int64_t>() < 0 || index.get<int64_t>() >= config.n_layer) {
+                return error("config.json: mlp_only_layers holds {}, not a layer index below {}", index.dump(), config.n_layer);
+            }
             mlp_only.push_back(index.get<int>());
         }
     }
@@ -227,16 +234,19 @@ Status parse_moe(const json &root, ModelConfig &config) {
 }
 
 Status parse_token_ids(const json &root, ModelConfig &config) {
-    if (!is_null_or_missing(root, "bos_token_id") && root["bos_token_id"].is_number_integer()) {
-        config.bos_token_id = root["bos_token_id"].get<int>();
-    }
+    auto bos = get_int(root, "bos_token_id", -1);
+    if (!bos.ok()) return Error{bos.error()};
+    config.bos_token_id = *bos;
     if (is_null_or_missing(root, "eos_token_id")) return Status::success();
     const json &eos = root["eos_token_id"];
     if (eos.is_number_integer()) {
+        if (eos.get<int64_t>() < 0 || eos.get<int64_t>() > INT32_MAX) return error("config.json: eos_token_id {} is out of range", eos.dump());
         config.eos_token_ids.push_back(eos.get<int>());
     } else if (eos.is_array()) {
         for (const json &id : eos) {
-            if (!id.is_number_integer()) return error("config.json: eos_token_id list must hold integers");
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+                return error("config.json: eos_token_id list must hold token ids, got {}", id.dump());
+            }
             config.eos_token_ids.push_back(id.get<int>());
         }
     } else {

@@ -70,7 +70,7 @@ Result<SafetensorsEntry> parse_entry(const std::string &name, const json &info) 
     for (const json &dim : info["shape"]) {
         if (!dim.is_number_unsigned()) return error("tensor '{}': shape must hold non-negative integers, got {}", name, info["shape"].dump());
         const uint64_t extent = dim.get<uint64_t>();
-        if (extent > (uint64_t(1) << 40) || (extent != 0 && n_element > (uint64_t(1) << 62) / extent)) {
+        if (extent > (uint64_t(1) << 40) || (extent != 0 && n_element > (uint64_t(1) << 59) / extent)) {  // x 8-byte elements < 2^62
             return error("tensor '{}': shape {} overflows", name, info["shape"].dump());
         }
         n_element *= extent;

@@ -162,6 +162,30 @@ TEST(Config, UnsupportedMathIsAnErrorNamingTheField) {
     EXPECT_NE(parse_config("{not json").error().find("not valid JSON"), std::string::npos);
 }
 
+// Inputs the fuzzer's invariant checks found (tools/fuzz.sh): each was accepted and came back
+// different from config_to_json, or overflowed.
+TEST(Config, OutOfRangeNumbersAreErrors) {
+    json config = llama_v5();
+    config["rope_parameters"]["rope_theta"] = 1e39;
+    EXPECT_NE(parse_error(config).find("out of range"), std::string::npos);
+    config = llama_v5();
+    config["intermediate_size"] = 2147483648LL;
+    EXPECT_NE(parse_error(config).find("out of range"), std::string::npos);
+    config = llama_v5();
+    config["bos_token_id"] = -5;
+    EXPECT_NE(parse_error(config).find("bos_token_id"), std::string::npos);
+    config = llama_v5();
+    config["eos_token_id"] = 4294967297LL;
+    EXPECT_NE(parse_error(config).find("eos_token_id"), std::string::npos);
+    config = llama_v5();
+    config["architectures"] = {"Qwen3MoeForCausalLM"};
+    config["num_experts"] = 4;
+    config["num_experts_per_tok"] = 2;
+    config["moe_intermediate_size"] = 32;
+    config["mlp_only_layers"] = {4294967296LL};
+    EXPECT_NE(parse_error(config).find("mlp_only_layers"), std::string::npos);
+}
+
 TEST(Config, MissingConfigJsonIsAClearError) {
     auto parsed = load_config(std::filesystem::temp_directory_path() / "hotpass-no-such-dir");
     ASSERT_FALSE(parsed.ok());

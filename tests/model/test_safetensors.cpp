@@ -68,6 +68,10 @@ TEST(Safetensors, RejectsEachKindOfBadFile) {
                   .find("'a' appears twice"),
               std::string::npos);
     EXPECT_NE(header_error(raw_file(R"({"a":{"dtype":"F32","shape":[1]}})", 0)).find("no 'data_offsets'"), std::string::npos);
+    // Found by the fuzzer: shape x element size wrapped around 2^64 and matched offsets [0, 0].
+    EXPECT_NE(header_error(raw_file(R"({"a":{"dtype":"F64","shape":[1099511627776,4194304],"data_offsets":[0,0]}})", 0))
+                  .find("overflows"),
+              std::string::npos);
 }
 
 TEST(Safetensors, WriteThenOpenRoundTrips) {

@@ -19,6 +19,7 @@ int main(int argc, char **argv) {
     int exit_code = 0;
     hp::cli::add_model_commands(app, exit_code);
     hp::cli::add_generate_command(app, exit_code);
+    hp::cli::add_executor_commands(app, exit_code);
 #ifdef HOTPASS_HAVE_TRAFFIC
     hp::cli::add_traffic_commands(app, exit_code);
 #endif

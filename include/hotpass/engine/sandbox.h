@@ -1,0 +1,31 @@
+// What the executor forbids and how it reports a candidate's faults.
+//
+// Forbidden (seccomp, after start-up; a violation ends the process with exit code
+// kExitForbiddenSyscall and the syscall number on stderr): creating sockets or connecting,
+// fork/vfork/clone of a process (threads are allowed), exec, opening files for writing or
+// creating/removing/renaming files. Weights are read-only mappings: a write faults, and the fault
+// handler exits with kExitWroteWeights when the address is inside a weight. Other crashes keep
+// their signal. Everything else (wrong results, unwritten outputs, nondeterminism, leaked
+// threads/memory, writes into inputs or other sequences' KV) is detected by the verifier.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "hotpass/core/result.h"
+
+namespace hp::engine {
+
+constexpr int kExitForbiddenSyscall = 86;
+constexpr int kExitWroteWeights = 87;
+
+// Installs SIGSEGV/SIGBUS handlers (on an alternate stack) that classify faults inside any of
+// `read_only_ranges` as weight writes.
+void install_fault_handlers(std::vector<std::pair<const void *, size_t>> read_only_ranges);
+
+// Installs the seccomp filter described above for the whole process (all threads).
+Status install_seccomp_filter();
+
+}  // namespace hp::engine

@@ -1,0 +1,47 @@
+// Evaluating one candidate end to end: build -> load into the executor -> verify -> time against
+// the incumbent -> unload. Every failure along the way becomes a Verdict; nothing throws.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+
+#include "hotpass/tune/builder.h"
+#include "hotpass/tune/runner.h"
+#include "hotpass/tune/supervisor.h"
+#include "hotpass/tune/verdict.h"
+#include "hotpass/tune/verifier.h"
+
+namespace hp::tune {
+
+struct EvaluateOptions {
+    BuildOptions build;
+    Tolerance tolerance;
+    RunnerOptions runner;
+    std::vector<Shape> shapes;
+    int n_case = 12;            // random verification batches
+    int greedy_steps = 8;
+    uint64_t verify_seed = 0;   // 0: fresh from std::random_device (the candidate cannot know it)
+    double load_deadline_seconds = 30;
+    double verify_deadline_seconds = 120;
+    double measure_deadline_seconds = 600;
+    double max_slowdown = 20;   // slower than this versus the incumbent on any shape: too_slow
+    int64_t max_memory_growth_bytes = 64 << 20;
+    bool measure = true;        // false: build + verify only
+};
+
+struct Evaluation {
+    Candidate candidate;
+    BuildOutcome build;
+    Verdict verdict;
+    nlohmann::json verification;             // the executor's verify reply
+    std::optional<Measurement> measurement;
+    double load_seconds = 0;                 // dlopen + create
+    double hot_swap_seconds = 0;             // load request -> first verified step done
+    int executor_starts = 0;                 // executor starts during this evaluation
+};
+
+Evaluation evaluate_candidate(Supervisor &supervisor, const Candidate &candidate, const EvaluateOptions &options);
+nlohmann::json evaluation_to_json(const Evaluation &evaluation);
+
+}  // namespace hp::tune

@@ -1,0 +1,170 @@
+#include "hotpass/tune/builder.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+
+#include "hotpass/core/clock.h"
+#include "hotpass/core/hash.h"
+#include "hotpass/core/mapped_file.h"
+#include "hotpass/core/subprocess.h"
+
+namespace hp::tune {
+namespace fs = std::filesystem;
+
+namespace {
+
+ProcessOptions timeout_only(double seconds) {
+    ProcessOptions options;
+    options.timeout_seconds = seconds;
+    return options;
+}
+
+bool is_source(const fs::path &path) {
+    const std::string ext = path.extension().string();
+    return ext == ".cpp" || ext == ".cc" || ext == ".c";
+}
+
+std::string compiler_version(const std::string &compiler) {
+    static std::mutex mutex;
+    static std::map<std::string, std::string> versions;
+    std::lock_guard lock(mutex);
+    auto found = versions.find(compiler);
+    if (found != versions.end()) return found->second;
+    auto result = run_process({compiler, "--version"}, timeout_only(10));
+    std::string version = result.ok() ? result->output.substr(0, result->output.find('\n')) : "unknown";
+    versions[compiler] = version;
+    return version;
+}
+
+}  // namespace
+
+fs::path default_include_dir() {
+    std::error_code code;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", code);
+    for (const fs::path &candidate : {exe.parent_path().parent_path() / "include", fs::path(HOTPASS_SOURCE_INCLUDE_DIR)}) {
+        if (fs::exists(candidate / "hotpass/forward_abi.h")) return candidate;
+    }
+    return HOTPASS_SOURCE_INCLUDE_DIR;
+}
+
+Result<std::vector<std::string>> exported_symbols(const fs::path &artifact) {
+    auto result = run_process({"nm", "-D", "--defined-only", "--format=posix", artifact.string()},
+                              timeout_only(30));
+    if (!result.ok()) return Error{result.error()};
+    if (!result->ok()) return error("nm failed on {}: {}", artifact.string(), result->output);
+    // posix format: "name type value size"; weak (W/V) template instantiations are tolerated:
+    // the plugin is loaded RTLD_LOCAL, so they never enter the global scope.
+    std::vector<std::string> strong;
+    std::istringstream lines(result->output);
+    std::string line;
+    while (std::getline(lines, line)) {
+        std::istringstream fields(line);
+        std::string name, type;
+        fields >> name >> type;
+        if (type.empty() || type == "W" || type == "V" || type == "w" || type == "v") continue;
+        strong.push_back(name);
+    }
+    return strong;
+}
+
+BuildOutcome build_candidate(const Candidate &candidate, const BuildOptions &options) {
+    BuildOutcome outcome;
+    const double start = now_seconds();
+    // Sources and every other file of the candidate (headers, manifests), in a stable order.
+    std::vector<fs::path> files, sources;
+    std::error_code code;
+    for (auto it = fs::recursive_directory_iterator(candidate.dir, code); !code && it != fs::recursive_directory_iterator(); ++it) {
+        if (it->is_regular_file() && it->path().filename() != "candidate.json") files.push_back(it->path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path &file : files) {
+        if (is_source(file)) sources.push_back(file);
+    }
+    if (sources.empty()) {
+        outcome.failure = "no sources";
+        outcome.diagnostics = fmt::format("{} holds no .cpp, .cc or .c file", candidate.dir.string());
+        return outcome;
+    }
+    std::vector<std::string> flags = options.flags;
+    flags.push_back("-I" + options.include_dir.string());
+    flags.push_back("-I" + candidate.dir.string());
+    for (const auto &[name, value] : candidate.knobs) flags.push_back(fmt::format("-D{}={}", name, value));
+
+    std::string keyed = compiler_version(options.compiler) + "\n" + fmt::format("{}", fmt::join(flags, " ")) + "\n";
+    for (const fs::path &file : files) {
+        auto contents = read_text_file(file);
+        if (!contents.ok()) {
+            outcome.failure = "unreadable source";
+            outcome.diagnostics = contents.error();
+            return outcome;
+        }
+        keyed += fs::relative(file, candidate.dir).string() + '\0' + *contents + '\0';
+    }
+    // The ABI header is part of what the artifact was compiled against.
+    if (auto abi = read_text_file(options.include_dir / "hotpass/forward_abi.h"); abi.ok()) keyed += *abi;
+    outcome.artifact.key = hash_hex(keyed);
+
+    const fs::path dir = options.cache_dir / outcome.artifact.key;
+    // Unique file name and SONAME per artifact: glibc would return an already-loaded object for
+    // a matching name.
+    const std::string soname = fmt::format("libhp_candidate_{}.so", outcome.artifact.key.substr(0, 16));
+    outcome.artifact.path = dir / soname;
+    if (fs::exists(outcome.artifact.path)) {
+        outcome.ok = true;
+        outcome.artifact.cached = true;
+        return outcome;
+    }
+    fs::create_directories(dir, code);
+    if (code) {
+        outcome.failure = "cannot create the cache directory";
+        outcome.diagnostics = fmt::format("{}: {}", dir.string(), code.message());
+        return outcome;
+    }
+    const fs::path temporary = dir / fmt::format("{}.tmp.{}", soname, getpid());
+    std::vector<std::string> argv = {options.compiler};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("-Wl,-soname," + soname);
+    for (const fs::path &source : sources) argv.push_back(source.string());
+    argv.insert(argv.end(), {"-o", temporary.string()});
+    auto result = run_process(argv, ProcessOptions{options.timeout_seconds, candidate.dir, size_t(1) << 20});
+    outcome.artifact.build_seconds = now_seconds() - start;
+    if (!result.ok()) {
+        outcome.failure = "cannot run the compiler";
+        outcome.diagnostics = result.error();
+        return outcome;
+    }
+    outcome.diagnostics = result->output;
+    if (result->timed_out) {
+        outcome.failure = fmt::format("the build timed out after {:.0f} s", options.timeout_seconds);
+        fs::remove(temporary, code);
+        return outcome;
+    }
+    if (!result->ok()) {
+        outcome.failure = "compile error";
+        fs::remove(temporary, code);
+        return outcome;
+    }
+    auto symbols = exported_symbols(temporary);
+    if (!symbols.ok() || *symbols != std::vector<std::string>{"hp_forward_entry"}) {
+        outcome.failure = "bad exports";
+        outcome.diagnostics = symbols.ok() ? fmt::format("the plugin must export exactly hp_forward_entry; it exports: {}",
+                                                         fmt::join(*symbols, ", "))
+                                           : symbols.error();
+        fs::remove(temporary, code);
+        return outcome;
+    }
+    fs::rename(temporary, outcome.artifact.path, code);
+    if (code) {
+        outcome.failure = "cannot store the artifact";
+        outcome.diagnostics = code.message();
+        return outcome;
+    }
+    outcome.ok = true;
+    return outcome;
+}
+
+}  // namespace hp::tune

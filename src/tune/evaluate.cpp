@@ -1,0 +1,191 @@
+#include "hotpass/tune/evaluate.h"
+
+#include <fmt/format.h>
+#include <seccomp.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "hotpass/core/clock.h"
+#include "hotpass/engine/sandbox.h"
+
+namespace hp::tune {
+
+using nlohmann::json;
+
+namespace {
+
+std::string syscall_name(const std::string &log_tail) {
+    const auto at = log_tail.rfind("forbidden_syscall ");
+    if (at == std::string::npos) return "?";
+    const int number = std::atoi(log_tail.c_str() + at + 18);
+    char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, number);
+    std::string resolved = name ? name : std::to_string(number);
+    std::free(name);
+    return resolved;
+}
+
+// What a failed RPC means for the candidate.
+Verdict failure_verdict(const CallOutcome &outcome, const std::string &stage) {
+    switch (outcome.failure) {
+        case CallFailure::hung:
+            return {"hang", fmt::format("{}; the executor was killed and restarted", outcome.message)};
+        case CallFailure::crashed:
+        case CallFailure::exited:
+            if (outcome.exit_code == engine::kExitWroteWeights) {
+                return {"wrote_weights", fmt::format("it wrote into the read-only weights during {}", stage)};
+            }
+            if (outcome.exit_code == engine::kExitForbiddenSyscall) {
+                return {"forbidden_syscall", fmt::format("it called {}() during {}, which the executor forbids "
+                                                         "(sockets, new processes, exec, writing files)",
+                                                         syscall_name(outcome.log_tail), stage)};
+            }
+            if (outcome.signal) return {"crash", fmt::format("the executor died with {} during {}", strsignal(outcome.signal), stage)};
+            return {"crash", fmt::format("the executor exited with code {} during {}", outcome.exit_code, stage)};
+        case CallFailure::error_reply:
+            if (stage == "load") {
+                const bool abi = outcome.message.find("ABI version") != std::string::npos;
+                return {abi ? "abi_mismatch" : "load_failed", outcome.message};
+            }
+            return {"infrastructure", fmt::format("{} failed: {}", stage, outcome.message)};
+        case CallFailure::start_failed:
+            return {"infrastructure", outcome.message};
+        case CallFailure::none:
+            break;
+    }
+    return {"infrastructure", "unexpected"};
+}
+
+// Checks the timing results: correctness after the timing loop, leaks, speed limits.
+Verdict judge_measurement(const Measurement &measurement, const json &raw, const EvaluateOptions &options) {
+    for (const auto &shape : raw.value("shapes", json::array())) {
+        if (shape.contains("plugin_error")) return {"plugin_error", fmt::format("forward() failed while timing {}: {}", shape.value("name", ""), shape["plugin_error"].get<std::string>())};
+    }
+    const Verdict after = judge_verification(raw.value("post_check", json::object()), {options.tolerance});
+    if (after.code != "ok") return {"wrong_after_timing", fmt::format("after the timing loop: {}", after.reason)};
+    const int64_t growth = std::max(raw.value("resident_growth_bytes", int64_t(0)), raw.value("private_growth_bytes", int64_t(0)));
+    if (growth > options.max_memory_growth_bytes) {
+        return {"leaks_memory", fmt::format("memory grew by {:.1f} MB during the timing loop", double(growth) / 1e6)};
+    }
+    const double bandwidth = raw.value("read_bandwidth_gbs", 0.0);
+    const double bytes = raw.value("bytes_per_decode_step", 0.0);
+    for (const ShapeMeasurement &shape : measurement.shapes) {
+        if (shape.n_sample == 0) continue;
+        if (shape.candidate_ms > options.max_slowdown * shape.incumbent_ms) {
+            return {"too_slow", fmt::format("{}: {:.3f} ms vs the incumbent's {:.3f} ms (more than {:g}x slower)", shape.name,
+                                            shape.candidate_ms, shape.incumbent_ms, options.max_slowdown)};
+        }
+        // Roofline: every step streams the served weights at least once; only meaningful when
+        // they do not fit in the caches.
+        const double floor_ms = bandwidth > 0 ? bytes / (bandwidth * 1e9) * 1e3 : 0;
+        if (bytes > 64e6 && shape.candidate_ms < 0.7 * floor_ms) {
+            return {"impossible", fmt::format("{}: {:.3f} ms is below the memory-bandwidth floor of {:.3f} ms ({:.0f} MB at {:.1f} GB/s)",
+                                              shape.name, shape.candidate_ms, floor_ms, bytes / 1e6, bandwidth)};
+        }
+    }
+    return {"ok", ""};
+}
+
+}  // namespace
+
+Evaluation evaluate_candidate(Supervisor &supervisor, const Candidate &candidate, const EvaluateOptions &options) {
+    Evaluation evaluation;
+    evaluation.candidate = candidate;
+    const int starts_before = supervisor.n_start();
+    auto finish = [&](Verdict verdict) {
+        // A candidate that left something behind in the executor (a thread whose code is about
+        // to be unmapped, leaked memory, writes outside its outputs) has corrupted it: start a
+        // fresh executor rather than trusting it with the next candidate.
+        static const std::set<std::string> corrupting = {"leaked_thread", "leaks_memory", "wrote_outside_outputs", "wrote_inputs",
+                                                         "wrong_after_timing"};
+        if (corrupting.count(verdict.code)) supervisor.stop();
+        evaluation.verdict = std::move(verdict);
+        evaluation.executor_starts = supervisor.n_start() - starts_before;
+        return evaluation;
+    };
+
+    evaluation.build = build_candidate(candidate, options.build);
+    if (!evaluation.build.ok) {
+        const bool exports = evaluation.build.failure == "bad exports";
+        return finish({exports ? "bad_exports" : "build_failed",
+                       fmt::format("{}: {}", evaluation.build.failure, evaluation.build.diagnostics.substr(0, 4000))});
+    }
+    if (Status started = supervisor.ensure_started(); !started.ok()) return finish({"infrastructure", started.error()});
+
+    const double swap_start = now_seconds();
+    CallOutcome load = supervisor.call("load", {{"path", evaluation.build.artifact.path.string()}}, options.load_deadline_seconds);
+    if (!load.ok()) return finish(failure_verdict(load, "load"));
+    evaluation.load_seconds = load.result.value("load_seconds", 0.0);
+    auto unload = [&]() -> std::optional<Verdict> {
+        CallOutcome unloaded = supervisor.call("unload", json::object(), options.load_deadline_seconds);
+        if (!unloaded.ok()) return failure_verdict(unloaded, "unload");
+        if (unloaded.result.value("threads_after_unload", 0) > unloaded.result.value("threads_before_load", 0)) {
+            return Verdict{"leaked_thread", fmt::format("{} thread(s) still running after destroy()",
+                                                        unloaded.result.value("threads_after_unload", 0) -
+                                                            unloaded.result.value("threads_before_load", 0))};
+        }
+        return std::nullopt;
+    };
+
+    const uint64_t seed = options.verify_seed ? options.verify_seed : (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+    json verify_params = shapes_to_json(options.shapes);
+    verify_params["seed"] = seed;
+    verify_params["n_case"] = options.n_case;
+    verify_params["greedy_steps"] = options.greedy_steps;
+    CallOutcome verify = supervisor.call("verify", verify_params, options.verify_deadline_seconds);
+    if (!verify.ok()) return finish(failure_verdict(verify, "verification"));
+    evaluation.hot_swap_seconds = now_seconds() - swap_start;
+    evaluation.verification = verify.result;
+    const Verdict verified = judge_verification(verify.result, options.tolerance);
+    if (verified.code != "ok") {
+        const auto unloaded = unload();
+        return finish(verified);  // the verification failure is the more useful reason
+    }
+    if (!options.measure) {
+        if (auto failed = unload()) return finish(*failed);
+        return finish({"not_faster", verified.reason + " (not timed)"});
+    }
+    RunnerOptions runner = options.runner;
+    json params = shapes_to_json(options.shapes);
+    params["seed"] = seed ^ 0x9e3779b97f4a7c15ull;
+    params["warmup"] = runner.warmup;
+    params["min_rep"] = runner.min_rep;
+    params["max_rep"] = runner.max_rep;
+    params["target_seconds"] = runner.target_seconds;
+    CallOutcome measured = supervisor.call("measure", params, options.measure_deadline_seconds);
+    if (!measured.ok()) return finish(failure_verdict(measured, "timing"));
+    evaluation.measurement = summarize(measured.result, options.shapes, runner);
+    const Verdict timing = judge_measurement(*evaluation.measurement, measured.result, options);
+    if (auto failed = unload()) return finish(*failed);
+    if (timing.code != "ok") return finish(timing);
+    const Measurement &m = *evaluation.measurement;
+    if (m.significant && m.speedup > 1) {
+        return finish({"faster", fmt::format("verified; {:.3f}x the incumbent (95% CI {:.3f}-{:.3f}), weighted over {} shapes",
+                                             m.speedup, m.speedup_ci.low, m.speedup_ci.high, m.shapes.size())});
+    }
+    return finish({"not_faster", fmt::format("verified; {:.3f}x the incumbent (95% CI {:.3f}-{:.3f}){}", m.speedup, m.speedup_ci.low,
+                                             m.speedup_ci.high, m.significant ? ", significantly slower" : ", not significant")});
+}
+
+json evaluation_to_json(const Evaluation &evaluation) {
+    json out = {{"candidate", evaluation.candidate.dir.string()},
+                {"verdict", evaluation.verdict.code},
+                {"reason", evaluation.verdict.reason},
+                {"build", {{"ok", evaluation.build.ok}, {"key", evaluation.build.artifact.key},
+                           {"artifact", evaluation.build.artifact.path.string()}, {"cached", evaluation.build.artifact.cached},
+                           {"seconds", evaluation.build.artifact.build_seconds}}},
+                {"load_seconds", evaluation.load_seconds},
+                {"hot_swap_seconds", evaluation.hot_swap_seconds},
+                {"executor_starts", evaluation.executor_starts}};
+    if (!evaluation.build.ok) out["build"]["diagnostics"] = evaluation.build.diagnostics;
+    if (evaluation.measurement) {
+        out["measurement"] = measurement_to_json(*evaluation.measurement);
+        for (const char *key : {"resident_growth_bytes", "private_growth_bytes", "bytes_per_decode_step", "read_bandwidth_gbs"}) {
+            out["measurement"][key] = evaluation.measurement->raw.value(key, json());
+        }
+    }
+    return out;
+}
+
+}  // namespace hp::tune

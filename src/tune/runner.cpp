@@ -1,0 +1,133 @@
+#include "hotpass/tune/runner.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <random>
+
+namespace hp::tune {
+
+using nlohmann::json;
+
+std::vector<Shape> parse_shapes(const json &workload) {
+    std::vector<Shape> shapes;
+    for (const json &item : workload.value("shapes", json::array())) {
+        Shape shape;
+        shape.decode_batch = item.value("decode_batch", 0);
+        shape.decode_kv = item.value("decode_kv", 0);
+        shape.prefill = item.value("prefill", std::vector<int>{});
+        shape.weight = item.value("weight", 1.0);
+        shape.name = item.value("name", fmt::format("decode {}x{} prefill [{}]", shape.decode_batch, shape.decode_kv,
+                                                    fmt::join(shape.prefill, ",")));
+        shapes.push_back(std::move(shape));
+    }
+    return shapes;
+}
+
+json shapes_to_json(const std::vector<Shape> &shapes) {
+    json out = {{"shapes", json::array()}};
+    for (const Shape &shape : shapes) {
+        out["shapes"].push_back({{"name", shape.name},
+                                 {"weight", shape.weight},
+                                 {"decode_batch", shape.decode_batch},
+                                 {"decode_kv", shape.decode_kv},
+                                 {"prefill", shape.prefill}});
+    }
+    return out;
+}
+
+std::vector<Shape> default_shapes(bool fast_tier) {
+    if (fast_tier) {
+        return {{"decode b1 kv128", 0.5, 1, 128, {}}, {"decode b8 kv128", 0.3, 8, 128, {}}, {"prefill 64", 0.2, 0, 0, {64}}};
+    }
+    return {{"decode b1 kv512", 0.3, 1, 512, {}},
+            {"decode b4 kv512", 0.3, 4, 512, {}},
+            {"decode b16 kv256", 0.2, 16, 256, {}},
+            {"prefill 128", 0.1, 0, 0, {128}},
+            {"mixed b4 + prefill 32", 0.1, 4, 256, {32}}};
+}
+
+Measurement summarize(const json &result, const std::vector<Shape> &shapes, const RunnerOptions &options) {
+    Measurement measurement;
+    measurement.raw = result;
+    std::vector<std::vector<double>> incumbent_samples, candidate_samples;
+    size_t index = 0;
+    for (const json &samples : result.value("shapes", json::array())) {
+        ShapeMeasurement shape;
+        shape.name = samples.value("name", "");
+        shape.weight = index < shapes.size() ? shapes[index].weight : 1.0;
+        shape.n_token = samples.value("n_token", 0);
+        std::vector<double> incumbent = samples.value("incumbent_ms", std::vector<double>{});
+        std::vector<double> candidate = samples.value("candidate_ms", std::vector<double>{});
+        measurement.raw["shapes"][index].erase("incumbent_ms");
+        measurement.raw["shapes"][index].erase("candidate_ms");
+        ++index;
+        shape.n_sample = int(std::min(incumbent.size(), candidate.size()));
+        if (shape.n_sample == 0) {
+            measurement.shapes.push_back(shape);
+            continue;
+        }
+        shape.incumbent_ms = median(incumbent);
+        shape.candidate_ms = median(candidate);
+        shape.incumbent_iqr_ms = quantile(incumbent, 0.75) - quantile(incumbent, 0.25);
+        shape.candidate_iqr_ms = quantile(candidate, 0.75) - quantile(candidate, 0.25);
+        shape.speedup = shape.incumbent_ms / shape.candidate_ms;
+        shape.speedup_ci = bootstrap_ratio_of_medians(incumbent, candidate, 0.95, 2000, options.seed);
+        shape.p_value = mann_whitney_p(incumbent, candidate);
+        shape.significant = shape.p_value < options.alpha && std::fabs(shape.speedup - 1) >= options.min_effect &&
+                            (shape.speedup_ci.low > 1 || shape.speedup_ci.high < 1);
+        measurement.weighted_incumbent_ms += shape.weight * shape.incumbent_ms;
+        measurement.weighted_candidate_ms += shape.weight * shape.candidate_ms;
+        incumbent_samples.push_back(std::move(incumbent));
+        candidate_samples.push_back(std::move(candidate));
+        measurement.shapes.push_back(shape);
+    }
+    if (measurement.weighted_candidate_ms > 0) {
+        measurement.speedup = measurement.weighted_incumbent_ms / measurement.weighted_candidate_ms;
+        // Bootstrap of the weighted ratio: resample every shape's samples together.
+        std::mt19937_64 rng(options.seed);
+        std::vector<double> ratios;
+        for (int r = 0; r < 1000; ++r) {
+            double numerator = 0, denominator = 0;
+            for (size_t s = 0; s < incumbent_samples.size(); ++s) {
+                std::vector<double> x(incumbent_samples[s].size()), y(candidate_samples[s].size());
+                for (double &v : x) v = incumbent_samples[s][rng() % x.size()];
+                for (double &v : y) v = candidate_samples[s][rng() % y.size()];
+                const double weight = measurement.shapes[s].weight;
+                numerator += weight * median(x);
+                denominator += weight * median(y);
+            }
+            ratios.push_back(numerator / denominator);
+        }
+        measurement.speedup_ci = {quantile(ratios, 0.025), quantile(ratios, 0.975)};
+        measurement.significant = std::fabs(measurement.speedup - 1) >= options.min_effect &&
+                                  (measurement.speedup_ci.low > 1 || measurement.speedup_ci.high < 1);
+    }
+    return measurement;
+}
+
+json measurement_to_json(const Measurement &measurement) {
+    json out = {{"weighted_incumbent_ms", measurement.weighted_incumbent_ms},
+                {"weighted_candidate_ms", measurement.weighted_candidate_ms},
+                {"speedup", measurement.speedup},
+                {"speedup_ci", {measurement.speedup_ci.low, measurement.speedup_ci.high}},
+                {"significant", measurement.significant},
+                {"shapes", json::array()}};
+    for (const ShapeMeasurement &shape : measurement.shapes) {
+        out["shapes"].push_back({{"name", shape.name},
+                                 {"weight", shape.weight},
+                                 {"n_token", shape.n_token},
+                                 {"n_sample", shape.n_sample},
+                                 {"incumbent_ms", shape.incumbent_ms},
+                                 {"candidate_ms", shape.candidate_ms},
+                                 {"incumbent_iqr_ms", shape.incumbent_iqr_ms},
+                                 {"candidate_iqr_ms", shape.candidate_iqr_ms},
+                                 {"speedup", shape.speedup},
+                                 {"speedup_ci", {shape.speedup_ci.low, shape.speedup_ci.high}},
+                                 {"p_value", shape.p_value},
+                                 {"significant", shape.significant}});
+    }
+    return out;
+}
+
+}  // namespace hp::tune

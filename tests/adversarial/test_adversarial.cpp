@@ -1,0 +1,152 @@
+// The adversarial suite: every candidate in candidates/ must get its verdict, and the supervisor
+// that evaluated it must still evaluate the next honest candidate correctly.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "hotpass/tune/evaluate.h"
+
+namespace hp::tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kWork = fs::temp_directory_path() / fmt::format("hotpass-adversarial-{}", getpid());
+
+// A candidate directory holding `source` and a copy of the CPU reference it may wrap.
+Candidate make_candidate(const std::string &name, const fs::path &source) {
+    const fs::path dir = kWork / "candidates" / name;
+    fs::create_directories(dir);
+    fs::copy_file(source, dir / (name + ".cpp"), fs::copy_options::overwrite_existing);
+    fs::copy_file(HOTPASS_SOURCE_DIR "/forward/cpu/reference/forward.cpp", dir / "reference_forward.inc",
+                  fs::copy_options::overwrite_existing);
+    auto candidate = load_candidate(dir);
+    HP_CHECK(candidate.ok(), "{}", candidate.error());
+    return *candidate;
+}
+
+Candidate honest() { return make_candidate("honest", HOTPASS_SOURCE_DIR "/forward/cpu/reference/forward.cpp"); }
+
+EvaluateOptions options(bool measure) {
+    EvaluateOptions options;
+    options.build.include_dir = HOTPASS_SOURCE_DIR "/include";
+    options.build.cache_dir = kWork / "artifacts";
+    options.shapes = default_shapes(/*fast_tier=*/true);  // includes one sequence decoding at position 128
+    options.n_case = 6;
+    options.greedy_steps = 6;
+    options.verify_seed = 0;  // fresh every run
+    options.load_deadline_seconds = 10;
+    options.verify_deadline_seconds = 15;
+    options.measure_deadline_seconds = 60;
+    options.measure = measure;
+    options.runner.target_seconds = 0.2;
+    options.runner.min_rep = 4;
+    options.runner.max_rep = 20;
+    return options;
+}
+
+ExecutorLaunch launch(int n_layer) {
+    ExecutorLaunch launch;
+    launch.hotpass_binary = HOTPASS_BINARY;
+    launch.model = "preset:tiny-llama";
+    launch.n_layer = n_layer;
+    launch.work_dir = kWork / fmt::format("executor-{}", n_layer);
+    launch.max_loads = 8;
+    return launch;
+}
+
+class Adversarial : public testing::Test {
+protected:
+    static void SetUpTestSuite() { fast_ = new Supervisor(launch(2)); }
+    static void TearDownTestSuite() {
+        delete fast_;
+        fs::remove_all(kWork);
+    }
+
+    // Evaluates the named adversary, asserts its verdict, then checks an honest candidate.
+    void expect_verdict(const std::string &name, const std::string &code, bool measure = false) {
+        const Evaluation adversary =
+            evaluate_candidate(*fast_, make_candidate(name, fs::path(HOTPASS_ADVERSARIAL_DIR) / (name + ".cpp")), options(measure));
+        EXPECT_EQ(adversary.verdict.code, code) << name << ": " << adversary.verdict.reason;
+        EXPECT_FALSE(adversary.verdict.reason.empty());
+        const Evaluation next = evaluate_candidate(*fast_, honest(), options(false));
+        EXPECT_TRUE(next.verdict.correct()) << "after " << name << ": " << next.verdict.code << ": " << next.verdict.reason;
+    }
+
+    static Supervisor *fast_;
+};
+
+Supervisor *Adversarial::fast_ = nullptr;
+
+TEST_F(Adversarial, HonestCandidateIsVerifiedAndTimed) {
+    const Evaluation evaluation = evaluate_candidate(*fast_, honest(), options(true));
+    EXPECT_TRUE(evaluation.verdict.correct()) << evaluation.verdict.code << ": " << evaluation.verdict.reason;
+    ASSERT_TRUE(evaluation.measurement.has_value());
+    EXPECT_EQ(evaluation.measurement->shapes.size(), 3u);
+    for (const auto &shape : evaluation.measurement->shapes) EXPECT_GE(shape.n_sample, 4) << shape.name;
+}
+
+TEST_F(Adversarial, Segfault) { expect_verdict("segfault", "crash"); }
+TEST_F(Adversarial, Abort) { expect_verdict("abort", "crash"); }
+TEST_F(Adversarial, InfiniteLoop) { expect_verdict("infinite_loop", "hang"); }
+TEST_F(Adversarial, VerySlow) { expect_verdict("very_slow", "too_slow", /*measure=*/true); }
+TEST_F(Adversarial, WritesWeights) { expect_verdict("writes_weights", "wrote_weights"); }
+TEST_F(Adversarial, WritesOutsideOutputs) { expect_verdict("writes_outside_outputs", "wrote_outside_outputs"); }
+TEST_F(Adversarial, LeavesOutputsUnwritten) { expect_verdict("unwritten_output", "unwritten_output"); }
+TEST_F(Adversarial, NanOutput) { expect_verdict("nan_output", "nan_output"); }
+TEST_F(Adversarial, CachesResultsByInputPointer) {
+    // The verifier reuses the batch arrays' addresses with new contents: replayed results are
+    // caught on a random batch of a repeated size, or by the greedy decode (one row per step).
+    const Evaluation evaluation = evaluate_candidate(
+        *fast_, make_candidate("caches_by_pointer", fs::path(HOTPASS_ADVERSARIAL_DIR) / "caches_by_pointer.cpp"), options(false));
+    EXPECT_TRUE(evaluation.verdict.code == "wrong_output" || evaluation.verdict.code == "greedy_divergence")
+        << evaluation.verdict.code << ": " << evaluation.verdict.reason;
+}
+TEST_F(Adversarial, ReturnsThePreviousResult) {
+    const Evaluation evaluation = evaluate_candidate(
+        *fast_, make_candidate("returns_previous", fs::path(HOTPASS_ADVERSARIAL_DIR) / "returns_previous.cpp"), options(false));
+    // Caught either on a batch whose size repeats, or by the greedy decode (one row per step).
+    EXPECT_TRUE(evaluation.verdict.code == "wrong_output" || evaluation.verdict.code == "greedy_divergence")
+        << evaluation.verdict.code << ": " << evaluation.verdict.reason;
+}
+TEST_F(Adversarial, Nondeterministic) { expect_verdict("nondeterministic", "nondeterministic"); }
+TEST_F(Adversarial, SpecialCasesWorkloadShapes) { expect_verdict("special_cases_shapes", "wrong_output"); }
+TEST_F(Adversarial, LeaksMemoryEveryCall) { expect_verdict("leaks_memory", "leaks_memory", /*measure=*/true); }
+TEST_F(Adversarial, LeavesAThreadRunning) { expect_verdict("leaves_thread", "leaked_thread"); }
+TEST_F(Adversarial, Forks) { expect_verdict("forks", "forbidden_syscall"); }
+TEST_F(Adversarial, WritesFiles) {
+    expect_verdict("writes_file", "forbidden_syscall");
+    EXPECT_FALSE(fs::exists("/tmp/hotpass-adversary-was-here"));
+}
+TEST_F(Adversarial, OpensASocket) { expect_verdict("opens_socket", "forbidden_syscall"); }
+TEST_F(Adversarial, ExportsExtraSymbols) { expect_verdict("extra_symbols", "bad_exports"); }
+TEST_F(Adversarial, WrongAbiVersion) { expect_verdict("wrong_abi", "abi_mismatch"); }
+TEST_F(Adversarial, FailsToBuild) {
+    const Evaluation evaluation =
+        evaluate_candidate(*fast_, make_candidate("build_fails", fs::path(HOTPASS_ADVERSARIAL_DIR) / "build_fails.cpp"), options(false));
+    EXPECT_EQ(evaluation.verdict.code, "build_failed");
+    EXPECT_NE(evaluation.build.diagnostics.find("this_is_not_defined"), std::string::npos) << evaluation.build.diagnostics;
+}
+
+// Skipping layers passes a fast tier that serves exactly those layers; the slow tier catches it.
+TEST_F(Adversarial, SkipsLayersBeyondTheFastTier) {
+    const Candidate skipper = make_candidate("skips_layers", fs::path(HOTPASS_ADVERSARIAL_DIR) / "skips_layers.cpp");
+    const Evaluation fast = evaluate_candidate(*fast_, skipper, options(false));
+    EXPECT_TRUE(fast.verdict.correct()) << fast.verdict.code << ": " << fast.verdict.reason;
+    Supervisor slow(launch(0));
+    const Evaluation all_layers = evaluate_candidate(slow, skipper, options(false));
+    EXPECT_EQ(all_layers.verdict.code, "wrong_output") << all_layers.verdict.reason;
+}
+
+TEST_F(Adversarial, ExecutorIsRecycledAfterMaxLoads) {
+    const int starts = fast_->n_start();
+    for (int i = 0; i < 9; ++i) {
+        const Evaluation evaluation = evaluate_candidate(*fast_, honest(), options(false));
+        ASSERT_TRUE(evaluation.verdict.correct()) << evaluation.verdict.reason;
+    }
+    EXPECT_GE(fast_->n_start(), starts + 1);  // max_loads = 8
+}
+
+}  // namespace
+}  // namespace hp::tune

@@ -1,0 +1,157 @@
+// `hotpass executor` (the persistent engine process) and `hotpass submit` (evaluate one candidate).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "commands.h"
+#include "hotpass/core/mapped_file.h"
+#include "hotpass/engine/executor.h"
+#include "hotpass/tune/evaluate.h"
+
+namespace hp::cli {
+namespace {
+
+struct SubmitArgs {
+    std::string candidate_dir;
+    std::string model = "preset:tiny-llama";
+    uint64_t seed = 0;
+    std::string tier = "fast";
+    int fast_layers = 2;
+    std::string workload;
+    std::string incumbent = "reference";
+    std::string cache_dir;
+    int n_thread = 1;
+    int n_case = 12;
+    double target_seconds = 1.0;
+    double deadline_seconds = 120;
+    bool json_output = false;
+    bool no_measure = false;
+};
+
+// Exit codes of `hotpass submit`, by verdict.
+int exit_code_for(const tune::Verdict &verdict) {
+    if (verdict.code == "faster") return 0;
+    if (verdict.code == "not_faster") return 1;
+    if (verdict.code == "build_failed" || verdict.code == "bad_exports") return 3;
+    if (verdict.code == "infrastructure") return 5;
+    return 4;
+}
+
+void print_human(const tune::Evaluation &evaluation) {
+    fmt::print("candidate  {}\n", evaluation.candidate.dir.string());
+    if (evaluation.build.ok) {
+        fmt::print("build      {} ({})\n", evaluation.build.artifact.path.string(),
+                   evaluation.build.artifact.cached ? "cached" : fmt::format("{:.1f} s", evaluation.build.artifact.build_seconds));
+    }
+    fmt::print("verdict    {}: {}\n", evaluation.verdict.code, evaluation.verdict.reason);
+    if (evaluation.hot_swap_seconds > 0) {
+        fmt::print("hot swap   load {:.1f} ms, load -> verified {:.1f} ms\n", evaluation.load_seconds * 1e3, evaluation.hot_swap_seconds * 1e3);
+    }
+    if (!evaluation.measurement) return;
+    const tune::Measurement &m = *evaluation.measurement;
+    fmt::print("\n{:<28} {:>6} {:>12} {:>12} {:>9} {:>17} {:>9}\n", "shape", "weight", "incumbent ms", "candidate ms", "speedup", "95% CI", "p");
+    for (const auto &shape : m.shapes) {
+        fmt::print("{:<28} {:>6.2f} {:>12.3f} {:>12.3f} {:>8.3f}x {:>8.3f}-{:<8.3f} {:>9.2g}{}\n", shape.name, shape.weight,
+                   shape.incumbent_ms, shape.candidate_ms, shape.speedup, shape.speedup_ci.low, shape.speedup_ci.high,
+                   shape.p_value, shape.significant ? " *" : "");
+    }
+    fmt::print("{:<28} {:>6} {:>12.3f} {:>12.3f} {:>8.3f}x {:>8.3f}-{:<8.3f}{}\n", "weighted", "", m.weighted_incumbent_ms,
+               m.weighted_candidate_ms, m.speedup, m.speedup_ci.low, m.speedup_ci.high, m.significant ? " *" : "");
+}
+
+int run_submit(const SubmitArgs &args) {
+    auto candidate = tune::load_candidate(args.candidate_dir);
+    if (!candidate.ok()) {
+        fmt::print(stderr, "error: {}\n", candidate.error());
+        return 2;
+    }
+    tune::EvaluateOptions options;
+    options.build.include_dir = tune::default_include_dir();
+    options.build.cache_dir = args.cache_dir.empty() ? std::filesystem::temp_directory_path() / "hotpass-artifacts" : std::filesystem::path(args.cache_dir);
+    options.n_case = args.n_case;
+    options.runner.target_seconds = args.target_seconds;
+    options.verify_deadline_seconds = args.deadline_seconds;
+    options.measure = !args.no_measure;
+    const bool fast = args.tier == "fast";
+    if (!args.workload.empty()) {
+        auto text = read_text_file(args.workload);
+        const auto workload = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+        if (!text.ok() || workload.is_discarded()) {
+            fmt::print(stderr, "error: cannot read workload {}: {}\n", args.workload, text.ok() ? "not JSON" : text.error());
+            return 2;
+        }
+        options.shapes = tune::parse_shapes(workload);
+        if (options.shapes.empty()) {
+            fmt::print(stderr, "error: workload {} has no shapes\n", args.workload);
+            return 2;
+        }
+    } else {
+        options.shapes = tune::default_shapes(fast);
+    }
+    tune::ExecutorLaunch launch;
+    launch.model = args.model;
+    launch.seed = args.seed;
+    launch.n_layer = fast ? args.fast_layers : 0;
+    launch.incumbent = args.incumbent;
+    launch.n_thread = args.n_thread;
+    tune::Supervisor supervisor(launch);
+    const tune::Evaluation evaluation = tune::evaluate_candidate(supervisor, *candidate, options);
+    if (args.json_output) fmt::print("{}\n", tune::evaluation_to_json(evaluation).dump(2));
+    else print_human(evaluation);
+    return exit_code_for(evaluation.verdict);
+}
+
+}  // namespace
+
+void add_executor_commands(CLI::App &app, int &exit_code) {
+    auto options = std::make_shared<engine::ExecutorOptions>();
+    auto socket = std::make_shared<std::string>();
+    auto no_sandbox = std::make_shared<bool>(false);
+    auto *executor = app.add_subcommand(
+        "executor",
+        "Run the persistent executor: load a model once, then serve JSON-lines RPCs (status, load,\n"
+        "verify, measure, unload, shutdown) on a unix socket. Normally started by `hotpass submit`\n"
+        "or a campaign, not by hand.");
+    executor->add_option("--model", options->model, "checkpoint folder or preset:NAME")->required();
+    executor->add_option("--seed", options->seed, "weight seed for presets")->capture_default_str();
+    executor->add_option("--layers", options->n_layer, "serve only the first N layers (fast tier); 0: all")->capture_default_str();
+    executor->add_option("--socket", *socket, "unix socket path to listen on (created owner-only)")->required();
+    executor->add_option("--reference", options->reference, "trusted forward pass for verification")->capture_default_str();
+    executor->add_option("--incumbent", options->incumbent, "forward pass candidates are timed against")->capture_default_str();
+    executor->add_option("--threads", options->n_thread, "CPU threads for forward passes")->capture_default_str();
+    executor->add_option("--max-loads", options->max_loads, "exit after this many candidates (recycling)")->capture_default_str();
+    executor->add_flag("--no-sandbox", *no_sandbox, "do not install the seccomp filter (debugging only)");
+    executor->callback([=, &exit_code] {
+        options->socket = *socket;
+        options->sandbox = !*no_sandbox;
+        exit_code = engine::run_executor(*options);
+    });
+
+    auto args = std::make_shared<SubmitArgs>();
+    auto *submit = app.add_subcommand(
+        "submit",
+        "Evaluate one candidate forward pass: build it, hot-load it into an executor, verify it\n"
+        "against the reference, time it against the incumbent, print the verdict.\n"
+        "Exit code: 0 faster, 1 correct but not faster, 3 build failed, 4 rejected, 5 infrastructure.\n"
+        "Example: hotpass submit my_candidate/ --model preset:tiny-llama --tier fast");
+    submit->add_option("candidate", args->candidate_dir, "candidate directory (sources + optional candidate.json)")->required();
+    submit->add_option("--model", args->model, "checkpoint folder or preset:NAME")->capture_default_str();
+    submit->add_option("--seed", args->seed, "weight seed for presets")->capture_default_str();
+    submit->add_option("--tier", args->tier, "fast: first --fast-layers layers, small workload; slow: all layers")
+        ->check(CLI::IsMember({"fast", "slow"}))->capture_default_str();
+    submit->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str();
+    submit->add_option("--workload", args->workload, "workload JSON: {\"shapes\": [{name, weight, decode_batch, decode_kv, prefill: []}]}");
+    submit->add_option("--incumbent", args->incumbent, "forward pass to time against: reference, or a .so")->capture_default_str();
+    submit->add_option("--cache", args->cache_dir, "artifact cache directory (default: $TMPDIR/hotpass-artifacts)");
+    submit->add_option("--threads", args->n_thread, "CPU threads for forward passes")->capture_default_str();
+    submit->add_option("--cases", args->n_case, "random verification batches")->capture_default_str();
+    submit->add_option("--seconds-per-shape", args->target_seconds, "timing budget per shape")->capture_default_str();
+    submit->add_option("--deadline", args->deadline_seconds, "seconds before a silent executor counts as hung")->capture_default_str();
+    submit->add_flag("--no-measure", args->no_measure, "build and verify only");
+    submit->add_flag("--json", args->json_output, "print the evaluation as JSON");
+    submit->callback([args, &exit_code] { exit_code = run_submit(*args); });
+}
+
+}  // namespace hp::cli
