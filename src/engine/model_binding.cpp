@@ -31,7 +31,31 @@ hp_config to_abi_config(const model::ModelConfig &config, int n_layer) {
     return abi;
 }
 
+Result<model::Model> preset_shell(std::string_view spec, DType dtype) {
+    if (!spec.starts_with("preset:")) return error("'{}' is not a preset:NAME", spec);
+    auto config = model::preset_config(spec.substr(7));
+    if (!config.ok()) return Error{config.error()};
+    config->dtype = dtype;
+    model::Model model;
+    model.config = std::move(config).value();
+    model.source = std::string(spec);
+    for (model::TensorSpec &tensor_spec : model::expected_tensors(model.config)) {
+        uint64_t n_byte = dtype_size(dtype);
+        for (int64_t extent : tensor_spec.shape) n_byte *= uint64_t(extent);
+        model.tensors.push_back(model::TensorView{std::move(tensor_spec), dtype, nullptr, n_byte});
+    }
+    return model;
+}
+
 Result<std::unique_ptr<ModelBinding>> ModelBinding::create(const model::Model &model, const KvCache &kv, int n_layer) {
+    return create(model, kv, n_layer, HP_DEVICE_CPU, {});
+}
+
+Result<std::unique_ptr<ModelBinding>> ModelBinding::create(const model::Model &model, const KvCache &kv, int n_layer,
+                                                           hp_device device, const std::vector<const void *> &tensor_data) {
+    if (!tensor_data.empty() && tensor_data.size() != model.tensors.size()) {
+        return error("model binding: {} device tensors for {} model tensors", tensor_data.size(), model.tensors.size());
+    }
     const model::ModelConfig &config = model.config;
     if (n_layer <= 0 || n_layer > config.n_layer) n_layer = config.n_layer;
     std::unique_ptr<ModelBinding> binding(new ModelBinding());
@@ -42,18 +66,19 @@ Result<std::unique_ptr<ModelBinding>> ModelBinding::create(const model::Model &m
         binding->expert_tensors_[size_t(layer)].resize(size_t(3 * config.n_expert));
     }
     hp_model &view = binding->view_;
-    view.device = HP_DEVICE_CPU;
+    view.device = device;
     view.config = to_abi_config(config, n_layer);
     view.kv = &kv.view();
 
-    for (const model::TensorView &tensor : model.tensors) {
+    for (size_t index = 0; index < model.tensors.size(); ++index) {
+        const model::TensorView &tensor = model.tensors[index];
         if (tensor.spec.layer >= n_layer) continue;
         hp_tensor abi{};
         abi.name = tensor.spec.name.c_str();
         abi.dtype = hp_dtype(tensor.dtype);
         abi.n_dim = int32_t(tensor.spec.shape.size());
         for (size_t d = 0; d < tensor.spec.shape.size() && d < 4; ++d) abi.shape[d] = tensor.spec.shape[d];
-        abi.data = tensor.data;
+        abi.data = tensor_data.empty() ? tensor.data : tensor_data[index];
         binding->tensors_.push_back(abi);
 
         if (tensor.spec.layer < 0) {

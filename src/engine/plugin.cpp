@@ -14,7 +14,8 @@ PluginAllocator::~PluginAllocator() { release_all(); }
 void *PluginAllocator::alloc(size_t bytes, size_t alignment) {
     alignment = std::max<size_t>(alignment, 64);
     if ((alignment & (alignment - 1)) != 0) return nullptr;
-    void *ptr = std::aligned_alloc(alignment, (std::max<size_t>(bytes, 1) + alignment - 1) / alignment * alignment);
+    void *ptr = backend_ ? backend_->alloc(bytes, alignment)
+                         : std::aligned_alloc(alignment, (std::max<size_t>(bytes, 1) + alignment - 1) / alignment * alignment);
     if (ptr) {
         std::lock_guard lock(mutex_);
         live_[ptr] = bytes;
@@ -30,7 +31,7 @@ void PluginAllocator::free(void *ptr) {
         spdlog::warn("plugin freed a pointer it was not given: {}", ptr);
         return;
     }
-    std::free(ptr);
+    backend_ ? backend_->free(ptr) : std::free(ptr);
     live_.erase(found);
 }
 
@@ -43,7 +44,7 @@ size_t PluginAllocator::live_bytes() const {
 
 void PluginAllocator::release_all() {
     std::lock_guard lock(mutex_);
-    for (const auto &[ptr, bytes] : live_) std::free(ptr);
+    for (const auto &[ptr, bytes] : live_) backend_ ? backend_->free(ptr) : std::free(ptr);
     live_.clear();
 }
 
@@ -99,8 +100,12 @@ ForwardPlugin::~ForwardPlugin() {
     if (handle_) dlclose(handle_);
 }
 
-Status ForwardPlugin::create(const hp_model *model, int n_thread) {
+Status ForwardPlugin::create(const hp_model *model, int n_thread) { return create(model, n_thread, nullptr); }
+
+Status ForwardPlugin::create(const hp_model *model, int n_thread, backend::Backend *backend) {
     HP_CHECK(state_ == nullptr, "create() called twice on {}", path_.string());
+    allocator_.set_backend(backend);
+    services_.stream = backend ? backend->stream() : nullptr;
     services_.ctx = &allocator_;
     services_.alloc = service_alloc;
     services_.free = service_free;
@@ -124,10 +129,14 @@ Status ForwardPlugin::forward(const hp_batch &batch, hp_output &out) {
 }
 
 Result<std::filesystem::path> resolve_forward(std::string_view name_or_path) {
+    return resolve_forward(name_or_path, HP_DEVICE_CPU);
+}
+
+Result<std::filesystem::path> resolve_forward(std::string_view name_or_path, hp_device device) {
     if (name_or_path.find('/') != std::string_view::npos || name_or_path.ends_with(".so")) {
         return std::filesystem::absolute(std::filesystem::path(name_or_path));
     }
-    const std::string file = fmt::format("libhp_forward_cpu_{}.so", name_or_path);
+    const std::string file = fmt::format("libhp_forward_{}_{}.so", device == HP_DEVICE_CUDA ? "cuda" : "cpu", name_or_path);
     std::vector<std::filesystem::path> candidates;
     if (const char *dir = std::getenv("HOTPASS_PLUGIN_DIR")) candidates.push_back(std::filesystem::path(dir) / file);
     std::error_code code;

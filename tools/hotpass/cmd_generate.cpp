@@ -21,6 +21,7 @@ struct GenerateArgs {
     int n_new = 16;
     int batch = 1;
     std::string forward = "reference";
+    std::string device = "cpu";
     int n_layer = 0;
     int n_thread = 1;
     int prefill_chunk = 0;
@@ -63,7 +64,10 @@ std::string logits_json(const std::vector<float> &logits, int n_vocab) {
 int run_generate(const GenerateArgs &args) {
     model::SyntheticOptions synthetic;
     synthetic.seed = args.seed;
-    auto model = model::open_model(args.model, synthetic);
+    // On CUDA a preset's weights are generated on the device from the seed (no host copy).
+    const bool on_cuda = args.device == "cuda";
+    auto model = on_cuda && args.model.starts_with("preset:") ? engine::preset_shell(args.model, DType::bf16)
+                                                              : model::open_model(args.model, synthetic);
     if (!model.ok()) {
         fmt::print(stderr, "error: {}\n", model.error());
         return 1;
@@ -87,6 +91,8 @@ int run_generate(const GenerateArgs &args) {
     }
     engine::EngineOptions options;
     options.forward = args.forward;
+    options.device = on_cuda ? backend::DeviceKind::cuda : backend::DeviceKind::cpu;
+    options.synthetic = synthetic;
     options.n_layer = args.n_layer;
     options.n_thread = args.n_thread;
     options.kv.block_tokens = args.block_tokens;
@@ -160,6 +166,9 @@ void add_generate_command(CLI::App &app, int &exit_code) {
     cmd->add_option("-n,--new-tokens", args->n_new, "tokens to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
     cmd->add_option("--batch", args->batch, "sequences decoded together (copies of the prompt)")->capture_default_str()->check(CLI::PositiveNumber);
     cmd->add_option("--forward", args->forward, "forward pass: reference, or a path to a plugin .so")->capture_default_str();
+    cmd->add_option("--device", args->device, "where weights, KV cache and the forward pass live (cuda: in-tree names mean forward/cuda/*)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
     cmd->add_option("--layers", args->n_layer, "serve only the first N decoder layers (0: all)")->capture_default_str();
     cmd->add_option("--threads", args->n_thread, "CPU threads the forward pass may use")->capture_default_str()->check(CLI::PositiveNumber);
     cmd->add_option("--prefill-chunk", args->prefill_chunk, "max prompt tokens per step (0: whole prompt)")->capture_default_str();

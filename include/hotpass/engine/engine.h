@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hotpass/backend/backend.h"
 #include "hotpass/core/result.h"
 #include "hotpass/engine/kv_cache.h"
 #include "hotpass/engine/model_binding.h"
@@ -23,6 +24,23 @@ struct EngineOptions {
     int n_layer = 0;                    // 0: all layers
     int n_thread = 1;
     KvCacheOptions kv;
+    // Where weights, KV cache and the forward pass live. CUDA: weights are uploaded once (as
+    // stored), or generated on the device from `synthetic` when the model has no host memory
+    // (preset_shell); the batch arrays and outputs handed to the plugin are device pointers.
+    backend::DeviceKind device = backend::DeviceKind::cpu;
+    int device_index = 0;
+    model::SyntheticOptions synthetic;  // seed etc. of a preset_shell model's weights
+    bool warm_up = false;               // run one 1-token step before create() returns
+};
+
+// Start -> ready, per phase (milliseconds of host wall time, each ending in a device sync).
+struct StartupTiming {
+    double context_ms = 0;  // backend (CUDA context, stream)
+    double weights_ms = 0;  // upload or on-device generation
+    double kv_ms = 0;       // KV-cache allocation
+    double plugin_ms = 0;   // load the .so, create()
+    double warm_up_ms = 0;  // first step
+    double total_ms() const { return context_ms + weights_ms + kv_ms + plugin_ms + warm_up_ms; }
 };
 
 // One sequence's share of a step: its next tokens (a prefill chunk, or one decode token).
@@ -36,6 +54,7 @@ class Engine {
 public:
     // `model` must outlive the engine.
     static Result<std::unique_ptr<Engine>> create(const model::Model &model, const EngineOptions &options);
+    ~Engine();
 
     int add_sequence();
     void remove_sequence(int seq);  // frees its KV blocks
@@ -50,6 +69,8 @@ public:
     const hp_model &abi_model() const { return binding_->view(); }
     const ForwardPlugin &plugin() const { return *plugin_; }
     const KvCache &kv_cache() const { return *kv_; }
+    backend::Backend &device() const { return *backend_; }
+    const StartupTiming &startup() const { return startup_; }
     // MoE routing counts accumulated over all steps, [n_layer][n_expert] (empty for dense).
     const std::vector<int32_t> &expert_counts() const { return expert_counts_; }
 
@@ -59,8 +80,16 @@ private:
         std::vector<int32_t> blocks;
     };
     explicit Engine(const model::Model &model) : model_(model) {}
+    Status place_weights(const EngineOptions &options, int n_layer, std::vector<const void *> &tensor_data);
+    // Device copies of a step's batch arrays and outputs (CUDA), grown as needed.
+    void *device_scratch(size_t index, size_t bytes);
+    Status run_plugin(const hp_batch &batch, hp_output &out);
 
     const model::Model &model_;
+    std::unique_ptr<backend::Backend> backend_;  // declared first: destroyed last
+    void *weight_arena_ = nullptr;               // device weights (CUDA), one allocation
+    std::vector<std::pair<void *, size_t>> scratch_;
+    StartupTiming startup_;
     std::unique_ptr<KvCache> kv_;
     std::unique_ptr<ModelBinding> binding_;
     std::unique_ptr<ForwardPlugin> plugin_;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "hotpass/backend/backend.h"
 #include "hotpass/core/dtype.h"
 #include "hotpass/core/result.h"
 #include "hotpass/forward_abi.h"
@@ -22,6 +23,10 @@ struct KvCacheOptions {
 class KvCache {
 public:
     static Result<std::unique_ptr<KvCache>> create(int n_layer, int n_head_kv, int d_head, const KvCacheOptions &options);
+    // The same layout in `backend`'s memory (device memory for CUDA); `backend` must outlive the
+    // cache. nullptr: host memory, as the overload above.
+    static Result<std::unique_ptr<KvCache>> create(int n_layer, int n_head_kv, int d_head, const KvCacheOptions &options,
+                                                   backend::Backend *backend);
     ~KvCache();
 
     const hp_kv_cache &view() const { return view_; }
@@ -40,6 +45,7 @@ private:
     std::vector<void *> k_, v_;
     std::vector<int> free_blocks_;
     uint64_t n_byte_ = 0;
+    backend::Backend *backend_ = nullptr;  // owns k_/v_ when set
 };
 
 }  // namespace hp::engine

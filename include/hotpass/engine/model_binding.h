@@ -2,6 +2,7 @@
 // Serving fewer layers than the checkpoint has (the fast tier) binds only the first n_layer.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "hotpass/core/result.h"
@@ -15,6 +16,10 @@ class ModelBinding {
 public:
     // `model` and `kv` must outlive the binding. n_layer <= 0 serves every layer.
     static Result<std::unique_ptr<ModelBinding>> create(const model::Model &model, const KvCache &kv, int n_layer);
+    // The same view with weights on `device`: tensor_data[i] holds model.tensors[i] there (as
+    // stored: same dtype, shape and bytes). Empty tensor_data: the model's own host memory.
+    static Result<std::unique_ptr<ModelBinding>> create(const model::Model &model, const KvCache &kv, int n_layer,
+                                                        hp_device device, const std::vector<const void *> &tensor_data);
     const hp_model &view() const { return view_; }
 
 private:
@@ -26,5 +31,9 @@ private:
 };
 
 hp_config to_abi_config(const model::ModelConfig &config, int n_layer);
+
+// `preset:NAME`'s config and tensor specs with no weight memory (every data == nullptr), for an
+// engine that generates the weights on its device (EngineOptions::synthetic) instead of on the host.
+Result<model::Model> preset_shell(std::string_view spec, DType dtype);
 
 }  // namespace hp::engine

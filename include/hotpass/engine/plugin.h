@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "hotpass/backend/backend.h"
 #include "hotpass/core/result.h"
 #include "hotpass/forward_abi.h"
 
@@ -20,6 +21,8 @@ namespace hp::engine {
 class PluginAllocator {
 public:
     ~PluginAllocator();
+    // Allocate from `backend` (device memory for CUDA) instead of the host; before any alloc.
+    void set_backend(backend::Backend *backend) { backend_ = backend; }
     void *alloc(size_t bytes, size_t alignment);
     void free(void *ptr);
     size_t live_bytes() const;
@@ -28,6 +31,7 @@ public:
 private:
     mutable std::mutex mutex_;
     std::map<void *, size_t> live_;
+    backend::Backend *backend_ = nullptr;
 };
 
 class ForwardPlugin {
@@ -40,6 +44,9 @@ public:
 
     // Creates the plugin's state for `model` (which must outlive the plugin).
     Status create(const hp_model *model, int n_thread);
+    // The same on `backend` (which must outlive the plugin): the plugin allocates its memory
+    // there and gets backend->stream() as hp_services.stream. nullptr: as above.
+    Status create(const hp_model *model, int n_thread, backend::Backend *backend);
     // One engine step; errors carry the plugin's return code.
     Status forward(const hp_batch &batch, hp_output &out);
 
@@ -60,5 +67,8 @@ private:
 // Resolves `reference` (an in-tree plugin name) or a path to a .so. In-tree plugins are looked
 // up in $HOTPASS_PLUGIN_DIR, then <dir of the running executable>/../lib/hotpass/forward.
 Result<std::filesystem::path> resolve_forward(std::string_view name_or_path);
+// The same for `device`: in-tree names map to libhp_forward_<device>_<name>.so
+// (libhp_forward_cuda_baseline.so for "baseline" on CUDA).
+Result<std::filesystem::path> resolve_forward(std::string_view name_or_path, hp_device device);
 
 }  // namespace hp::engine

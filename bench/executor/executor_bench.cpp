@@ -1,0 +1,164 @@
+// Executor figures for bench/RESULTS.md (issue 3):
+//   swap MODEL...   executor cold start -> ready; hot swap (load -> first verified step);
+//                   experiments per hour with hot swap vs an executor restart per candidate
+//   stats MODEL     the runner's false-positive rate (a candidate against itself) and its
+//                   detection rate for candidates slowed by known amounts
+// Usage: executor_bench HOTPASS_BINARY SOURCE_DIR swap|stats MODEL... ; prints Markdown.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "hotpass/core/clock.h"
+#include "hotpass/tune/evaluate.h"
+#include "hotpass/tune/stats.h"
+
+namespace fs = std::filesystem;
+using namespace hp;
+using namespace hp::tune;
+
+namespace {
+
+fs::path g_hotpass, g_source;
+const fs::path kWork = fs::temp_directory_path() / fmt::format("hotpass-executor-bench-{}", getpid());
+
+Candidate slowed_candidate(int percent) {
+    const fs::path dir = kWork / fmt::format("slowed-{}", percent);
+    fs::create_directories(dir);
+    fs::copy_file(g_source / "bench/executor/slowed.cpp", dir / "slowed.cpp", fs::copy_options::overwrite_existing);
+    fs::copy_file(g_source / "forward/cpu/reference/forward.cpp", dir / "reference_forward.inc", fs::copy_options::overwrite_existing);
+    Candidate candidate = *load_candidate(dir);
+    candidate.knobs["SLOWDOWN_PERCENT"] = std::to_string(percent);
+    return candidate;
+}
+
+BuildOptions build_options() {
+    BuildOptions options;
+    options.include_dir = g_source / "include";
+    options.cache_dir = kWork / "artifacts";
+    return options;
+}
+
+ExecutorLaunch launch_for(const std::string &model, int n_layer, const std::string &incumbent) {
+    ExecutorLaunch launch;
+    launch.hotpass_binary = g_hotpass;
+    launch.model = model;
+    launch.n_layer = n_layer;
+    launch.incumbent = incumbent;
+    launch.work_dir = kWork / "executor";
+    launch.max_loads = 1000;
+    return launch;
+}
+
+std::string summary(std::vector<double> values, const char *unit) {
+    return fmt::format("{:.1f} {} ({:.1f}-{:.1f})", median(values), unit, quantile(values, 0.0), quantile(values, 1.0));
+}
+
+void bench_swap(const std::vector<std::string> &models) {
+    fmt::print("| model | executor cold start -> ready | load (dlopen + create) | load -> first verified step | evaluations/hour, hot swap | evaluations/hour, restart per candidate |\n");
+    fmt::print("|---|---|---|---|---|---|\n");
+    for (const std::string &model : models) {
+        const BuildOutcome artifact = build_candidate(slowed_candidate(0), build_options());
+        if (!artifact.ok) throw std::runtime_error(artifact.diagnostics);
+        const int n_layer = model == "preset:llama-300m" ? 2 : 0;  // the fast tier of the larger model
+        std::vector<double> start_ms, load_ms, first_verified_ms;
+        for (int i = 0; i < 5; ++i) {
+            Supervisor supervisor(launch_for(model, n_layer, "reference"));
+            const double start = now_seconds();
+            if (!supervisor.ensure_started().ok()) throw std::runtime_error("executor did not start");
+            start_ms.push_back((now_seconds() - start) * 1e3);
+            for (int k = 0; k < 3; ++k) {
+                const double swap_start = now_seconds();
+                CallOutcome load = supervisor.call("load", {{"path", artifact.artifact.path.string()}}, 60);
+                if (!load.ok()) throw std::runtime_error(load.message);
+                load_ms.push_back(load.result.value("load_seconds", 0.0) * 1e3);
+                CallOutcome verify = supervisor.call("verify", {{"seed", 7 + k}, {"n_case", 1}, {"greedy_steps", 0}}, 120);
+                if (!verify.ok()) throw std::runtime_error(verify.message);
+                first_verified_ms.push_back((now_seconds() - swap_start) * 1e3);
+                (void)supervisor.call("unload", nlohmann::json::object(), 60);
+            }
+        }
+        // Experiments per hour: the same evaluation (load, 4 verification batches, a short timing
+        // of the fast workload, unload) of the same prebuilt candidates, in one executor vs a fresh
+        // executor per candidate.
+        EvaluateOptions options;
+        options.build = build_options();
+        options.shapes = default_shapes(true);
+        options.n_case = 4;
+        options.greedy_steps = 4;
+        options.runner.target_seconds = 0.2;
+        options.runner.min_rep = 5;
+        options.runner.max_rep = 40;
+        const int n_candidate = 6;
+        double per_hour[2];
+        for (int restart = 0; restart < 2; ++restart) {
+            Supervisor supervisor(launch_for(model, n_layer, "reference"));
+            (void)supervisor.ensure_started();
+            const double start = now_seconds();
+            for (int i = 0; i < n_candidate; ++i) {
+                if (restart) supervisor.stop();
+                const Evaluation evaluation = evaluate_candidate(supervisor, slowed_candidate(0), options);
+                if (!evaluation.verdict.correct()) throw std::runtime_error(evaluation.verdict.reason);
+            }
+            per_hour[restart] = n_candidate / (now_seconds() - start) * 3600;
+        }
+        fmt::print("| {} ({} layers) | {} | {} | {} | {:.0f} | {:.0f} |\n", model, n_layer ? std::to_string(n_layer) : "all",
+                   summary(start_ms, "ms"), summary(load_ms, "ms"), summary(first_verified_ms, "ms"), per_hour[0], per_hour[1]);
+        std::fflush(stdout);
+    }
+}
+
+// Fraction of `trials` measurements the runner calls significant, for a candidate slowed by
+// `percent` against the unslowed reference artifact as incumbent.
+void bench_stats(const std::string &model) {
+    const BuildOutcome base = build_candidate(slowed_candidate(0), build_options());
+    if (!base.ok) throw std::runtime_error(base.diagnostics);
+    EvaluateOptions options;
+    options.build = build_options();
+    options.shapes = {{"decode b1 kv128", 1.0, 1, 128, {}}};
+    options.n_case = 1;
+    options.greedy_steps = 0;
+    options.runner.target_seconds = 1.0;
+    options.runner.min_rep = 20;
+    options.runner.max_rep = 400;
+    Supervisor supervisor(launch_for(model, 0, base.artifact.path.string()));
+    fmt::print("| candidate vs incumbent | trials | called significantly different | median measured ratio | median 95% CI width |\n|---|---|---|---|---|\n");
+    for (int percent : {0, 1, 2, 5, 10}) {
+        const int trials = percent == 0 ? 40 : 20;
+        int significant = 0;
+        std::vector<double> ratios, widths;
+        for (int t = 0; t < trials; ++t) {
+            const Evaluation evaluation = evaluate_candidate(supervisor, slowed_candidate(percent), options);
+            if (!evaluation.measurement) throw std::runtime_error(evaluation.verdict.reason);
+            significant += evaluation.measurement->significant;
+            ratios.push_back(1.0 / evaluation.measurement->speedup);
+            widths.push_back(evaluation.measurement->speedup_ci.high - evaluation.measurement->speedup_ci.low);
+        }
+        fmt::print("| reference +{}% vs reference | {} | {} ({:.0f}%) | {:.3f} | {:.3f} |\n", percent, trials, significant,
+                   100.0 * significant / trials, median(ratios), median(widths));
+        std::fflush(stdout);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc < 5) {
+        fmt::print(stderr, "usage: executor_bench HOTPASS_BINARY SOURCE_DIR swap|stats MODEL...\n");
+        return 2;
+    }
+    g_hotpass = argv[1];
+    g_source = argv[2];
+    const std::string mode = argv[3];
+    std::vector<std::string> models(argv + 4, argv + argc);
+    try {
+        if (mode == "swap") bench_swap(models);
+        else bench_stats(models[0]);
+    } catch (const std::exception &failure) {
+        fmt::print(stderr, "executor_bench: {}\n", failure.what());
+        fs::remove_all(kWork);
+        return 1;
+    }
+    fs::remove_all(kWork);
+    return 0;
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Executor figures (issue 3): cold start, hot-swap cost, experiments/hour with hot swap vs restart,
+# and the runner's statistics (false positives, smallest detected slowdown). Prints Markdown;
+# append it to bench/RESULTS.md. Usage: bench/executor/run.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build/release}
+cmake --build "$build" --target hotpass executor_bench >/dev/null
+echo "### Executor: cold start, hot swap, experiments per hour"
+echo
+echo "$(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)."
+echo "Median (min-max) of 5 executor starts and 15 swaps; evaluations = load, 4 verification"
+echo "batches + 4-step greedy check, fast-tier timing (0.2 s/shape), unload, of prebuilt candidates."
+echo
+"$build/bin/executor_bench" "$build/bin/hotpass" "$PWD" swap preset:tiny-llama preset:llama-300m
+echo
+echo "### Runner statistics: false positives and detectable slowdown"
+echo
+echo "The reference artifact against itself (+0%) and against copies slowed by a known fraction, on"
+echo "one decode shape of preset:tiny-llama (1 s of ABAB timing per trial; significant = rank test"
+echo "p < 0.01, 95% bootstrap CI excluding 1, effect >= 1%)."
+echo
+"$build/bin/executor_bench" "$build/bin/hotpass" "$PWD" stats preset:tiny-llama

@@ -1,0 +1,196 @@
+// GPU decode benchmark: the CUDA baseline's decode tokens/s on a preset (weights generated on the
+// device) at several batch sizes with a fixed KV length per sequence, each step replayed as one
+// CUDA graph and timed with events; the device-to-device copy bandwidth measured in the same run;
+// the bytes each step must read (weights + KV) over that bandwidth as the roofline; executor-style
+// start -> ready per phase. Prints one JSON object (for write_results.py) and a short table.
+#include <CLI/CLI.hpp>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "../../tests/gpu/gpu_rig.h"
+#include "hotpass/model/model.h"
+
+namespace hp {
+namespace {
+
+struct Stats {
+    double median = 0, p10 = 0, p90 = 0, min = 0;
+};
+Stats stats_of(std::vector<double> samples) {
+    std::sort(samples.begin(), samples.end());
+    auto at = [&](double q) { return samples[size_t(q * double(samples.size() - 1) + 0.5)]; };
+    return {at(0.5), at(0.1), at(0.9), samples.front()};
+}
+
+// Device-to-device copy bandwidth, bytes read + written per second (median of reps).
+double copy_bandwidth(backend::Backend &device, size_t bytes, int reps) {
+    void *a = device.alloc(bytes, 256), *b = device.alloc(bytes, 256);
+    HP_CHECK(a && b, "copy buffers");
+    auto stream = static_cast<cudaStream_t>(device.stream());
+    auto timer = device.create_timer();
+    std::vector<double> ms;
+    for (int r = 0; r < reps + 3; ++r) {
+        timer->start();
+        HP_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
+        timer->stop();
+        if (r >= 3) ms.push_back(*timer->elapsed_ms());
+    }
+    device.free(a);
+    device.free(b);
+    return 2.0 * double(bytes) / (stats_of(ms).median * 1e-3);
+}
+
+int run(const std::string &preset, const std::vector<int> &batches, int kv_length, int reps, const std::string &forward,
+        const std::string &json_path) {
+    const int block_tokens = 16;
+    const int max_batch = *std::max_element(batches.begin(), batches.end());
+    const int max_blocks = (kv_length + 1 + block_tokens - 1) / block_tokens;
+    auto shell = engine::preset_shell("preset:" + preset, DType::bf16);
+    if (!shell.ok()) {
+        fmt::print(stderr, "error: {}\n", shell.error());
+        return 1;
+    }
+    engine::EngineOptions options;
+    options.device = backend::DeviceKind::cuda;
+    options.forward = forward;
+    options.kv.dtype = DType::bf16;
+    options.kv.block_tokens = block_tokens;
+    options.kv.n_block = max_batch * max_blocks + 1;
+    options.warm_up = true;
+    const auto start = std::chrono::steady_clock::now();
+    auto engine = engine::Engine::create(*shell, options);
+    if (!engine.ok()) {
+        fmt::print(stderr, "error: {}\n", engine.error());
+        return 1;
+    }
+    const double ready_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    backend::Backend &device = (*engine)->device();
+    const engine::StartupTiming startup = (*engine)->startup();
+    const double bandwidth = copy_bandwidth(device, size_t(2) << 30, 20);
+    const hp_config &c = (*engine)->abi_model().config;
+    const double weight_bytes = double(model::bytes_read_per_token(shell->config, DType::bf16));
+    const double kv_bytes_per_seq = double(kv_length + 1) * c.n_layer * 2.0 * c.n_head_kv * c.d_head * 2.0;
+
+    nlohmann::json out = {{"preset", preset},
+                          {"forward", forward},
+                          {"device", device.info().name},
+                          {"kv_length", kv_length},
+                          {"kv_dtype", "bf16"},
+                          {"copy_bandwidth_gbs", bandwidth / 1e9},
+                          {"weight_bytes_per_step", weight_bytes},
+                          {"startup_ms",
+                           {{"context", startup.context_ms},
+                            {"weights", startup.weights_ms},
+                            {"kv", startup.kv_ms},
+                            {"plugin", startup.plugin_ms},
+                            {"warm_up", startup.warm_up_ms},
+                            {"total", ready_ms}}},
+                          {"batches", nlohmann::json::array()}};
+    fmt::print("{} on {}: copy bandwidth {:.0f} GB/s; start->ready {:.0f} ms (context {:.0f}, weights {:.0f}, kv {:.0f}, plugin {:.0f}, warm-up {:.0f})\n",
+               preset, device.info().name, bandwidth / 1e9, ready_ms, startup.context_ms, startup.weights_ms, startup.kv_ms, startup.plugin_ms,
+               startup.warm_up_ms);
+    auto stream = static_cast<cudaStream_t>(device.stream());
+    for (int batch_size : batches) {
+        auto rig = gpu_test::PluginRig::create(**engine, forward);
+        if (!rig.ok()) {
+            fmt::print(stderr, "error: {}\n", rig.error());
+            return 1;
+        }
+        gpu_test::HostBatch batch;
+        batch.max_blocks = max_blocks;
+        for (int s = 0; s < batch_size; ++s) {
+            std::vector<int32_t> blocks;
+            for (int b = 0; b < max_blocks; ++b) blocks.push_back(s * max_blocks + b);
+            batch.add({int32_t((s * 7919 + 1) % c.n_vocab)}, kv_length, blocks, false);
+        }
+        auto eager = (*rig)->run(batch);  // also sizes the plugin's workspace before capture
+        if (!eager.ok()) {
+            fmt::print(stderr, "error: {}\n", eager.error());
+            return 1;
+        }
+        // Eager step time, for the launch-overhead picture.
+        auto timer = device.create_timer();
+        std::vector<double> eager_ms;
+        for (int r = 0; r < 5; ++r) {
+            const auto t0 = std::chrono::steady_clock::now();
+            if (!(*rig)->run(batch).ok()) return 1;
+            eager_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        }
+        const auto capture_start = std::chrono::steady_clock::now();
+        Status captured = (*rig)->capture(batch);
+        const double capture_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - capture_start).count();
+        if (Status status = captured; !status.ok()) {
+            fmt::print(stderr, "error: {}\n", status.error());
+            return 1;
+        }
+        for (int r = 0; r < 5; ++r) (void)(*rig)->launch();
+        std::vector<double> graph_ms;
+        for (int r = 0; r < reps; ++r) {
+            timer->start();
+            (void)(*rig)->launch();
+            timer->stop();
+            graph_ms.push_back(*timer->elapsed_ms());
+        }
+        // Host clock around reps replays and one full synchronize: disagreement with the events
+        // would mean work escaping the stream.
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) (void)(*rig)->launch();
+        HP_CUDA_CHECK(cudaStreamSynchronize(stream));
+        HP_CUDA_CHECK(cudaDeviceSynchronize());
+        const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+        auto replayed = (*rig)->logits();
+        const auto check = gpu_test::compare(*replayed, *eager);
+        const Stats s = stats_of(graph_ms);
+        const double bytes = weight_bytes + batch_size * kv_bytes_per_seq;
+        const double floor_ms = bytes / bandwidth * 1e3;
+        out["batches"].push_back({{"batch", batch_size},
+                                  {"step_ms_median", s.median},
+                                  {"step_ms_p10", s.p10},
+                                  {"step_ms_p90", s.p90},
+                                  {"step_ms_host", host_ms},
+                                  {"eager_step_ms_median", stats_of(eager_ms).median},
+                                  {"capture_ms", capture_ms},
+                                  {"tokens_per_s", batch_size / (s.median * 1e-3)},
+                                  {"bytes_per_step", bytes},
+                                  {"roofline_ms", floor_ms},
+                                  {"fraction_of_roofline", floor_ms / s.median},
+                                  {"graph_vs_eager_max_delta", check.max_delta},
+                                  {"reps", reps}});
+        fmt::print("batch {:>3}: step {:.3f} ms (p10 {:.3f}, p90 {:.3f}; host clock {:.3f}; eager {:.3f}; capture {:.1f}) = {:.0f} tokens/s; "
+                   "roofline {:.3f} ms ({:.0f}%)\n",
+                   batch_size, s.median, s.p10, s.p90, host_ms, stats_of(eager_ms).median, capture_ms, batch_size / (s.median * 1e-3), floor_ms,
+                   100.0 * floor_ms / s.median);
+    }
+    if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+    return 0;
+}
+
+}  // namespace
+}  // namespace hp
+
+int main(int argc, char **argv) {
+    CLI::App app{"GPU decode benchmark: CUDA-graph step time, tokens/s and roofline per batch size"};
+    std::string preset = "llama-3.2-1b", forward = "baseline", json_path, batches_text = "1,8,32,64";
+    int kv_length = 1024, reps = 50;
+    app.add_option("--preset", preset)->capture_default_str();
+    app.add_option("--forward", forward)->capture_default_str();
+    app.add_option("--batches", batches_text)->capture_default_str();
+    app.add_option("--kv", kv_length, "KV positions cached per sequence before the step")->capture_default_str();
+    app.add_option("--reps", reps)->capture_default_str();
+    app.add_option("--json", json_path, "write the figures here");
+    CLI11_PARSE(app, argc, argv);
+    std::vector<int> batches;
+    std::stringstream stream(batches_text);
+    for (std::string item; std::getline(stream, item, ',');) batches.push_back(std::stoi(item));
+    if (!hp::backend::cuda_available()) {
+        fmt::print(stderr, "no CUDA device\n");
+        return 77;
+    }
+    return hp::run(preset, batches, kv_length, reps, forward, json_path);
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Writes bench/gpu/RESULTS.md from the JSON of hotpass_bench_gpu_decode and hf_peer.py, and prints
+the short table that tools/gpu-check.sh shows last.
+usage: write_results.py BENCH_JSON PEER_JSON OUT_MD --machine TEXT --commit SHA [--tests TEXT]"""
+import argparse
+import datetime
+import json
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("bench")
+    parser.add_argument("peer")
+    parser.add_argument("out")
+    parser.add_argument("--machine", default="?")
+    parser.add_argument("--commit", default="?")
+    parser.add_argument("--tests", default="")
+    parser.add_argument("--moe", default="", help="a second bench JSON (an MoE preset), shown without a peer")
+    args = parser.parse_args()
+    bench = json.load(open(args.bench))
+    try:
+        peer = json.load(open(args.peer))
+    except (OSError, ValueError):
+        peer = {"batches": [], "version": "not run"}
+    peer_by_batch = {b["batch"]: b for b in peer["batches"]}
+    s = bench["startup_ms"]
+    lines = [
+        "# GPU decode figures (bench/gpu)",
+        "",
+        f"- date: {datetime.date.today().isoformat()}; machine: {args.machine}; commit: {args.commit}",
+        f"- model: `preset:{bench['preset']}` (weights generated on the device), forward `{bench['forward']}`, "
+        f"KV {bench['kv_length']} positions per sequence ({bench['kv_dtype']}), block 16 tokens",
+        f"- device-to-device copy bandwidth measured in the same run: {bench['copy_bandwidth_gbs']:.0f} GB/s (bytes read + written)",
+        f"- roofline: (weight bytes {bench['weight_bytes_per_step'] / 1e9:.3f} GB + batch x KV bytes) / copy bandwidth",
+        f"- start -> ready: {s['total']:.0f} ms (context {s['context']:.0f}, weights {s['weights']:.0f}, KV {s['kv']:.0f}, "
+        f"plugin create {s['plugin']:.0f}, warm-up step {s['warm_up']:.0f}); graph capture is per batch size, in the bench",
+        f"- hotpass: one CUDA graph per step, {bench['batches'][0]['reps']} replays timed with events (median, p10-p90); "
+        "peer: transformers " + str(peer.get("version")) + f" ({peer.get('attn_implementation', '?')} attention, DynamicCache, "
+        "host clock around a synchronize, median of 20 steps)",
+        "",
+        "| batch | hotpass step ms (p10-p90) | hotpass tokens/s | roofline ms | % of roofline | eager step ms | graph capture ms | transformers step ms | transformers tokens/s | speedup |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    table = ["batch  hotpass tok/s  %roofline  transformers tok/s  speedup"]
+    for b in bench["batches"]:
+        p = peer_by_batch.get(b["batch"])
+        p_ms = f"{p['step_ms_median']:.2f}" if p else "-"
+        p_tps = f"{p['tokens_per_s']:.0f}" if p else "-"
+        speedup = f"{b['tokens_per_s'] / p['tokens_per_s']:.1f}x" if p else "-"
+        lines.append(f"| {b['batch']} | {b['step_ms_median']:.3f} ({b['step_ms_p10']:.3f}-{b['step_ms_p90']:.3f}) | {b['tokens_per_s']:.0f} | "
+                     f"{b['roofline_ms']:.3f} | {100 * b['fraction_of_roofline']:.0f}% | {b['eager_step_ms_median']:.3f} | {b.get('capture_ms', 0):.1f} | {p_ms} | {p_tps} | {speedup} |")
+        table.append(f"{b['batch']:>5}  {b['tokens_per_s']:>13.0f}  {100 * b['fraction_of_roofline']:>8.0f}%  {p_tps:>18}  {speedup:>7}")
+    if args.moe:
+        moe = json.load(open(args.moe))
+        m = moe["startup_ms"]
+        lines += ["", f"### `preset:{moe['preset']}` (weights generated on the device), forward `{moe['forward']}`, KV {moe['kv_length']}",
+                  "",
+                  f"start -> ready {m['total']:.0f} ms (context {m['context']:.0f}, weights {m['weights']:.0f}, KV {m['kv']:.0f}, "
+                  f"plugin create {m['plugin']:.0f}, warm-up {m['warm_up']:.0f}). The roofline counts the bytes one token reads "
+                  "(its top-k experts, attention, lm_head) plus the KV; above batch 1 the step touches more experts than that, so "
+                  "the roofline column understates the floor there.",
+                  "",
+                  "| batch | step ms (p10-p90) | tokens/s | roofline ms (one token's experts) | % of roofline | eager step ms |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for b in moe["batches"]:
+            lines.append(f"| {b['batch']} | {b['step_ms_median']:.3f} ({b['step_ms_p10']:.3f}-{b['step_ms_p90']:.3f}) | {b['tokens_per_s']:.0f} | "
+                         f"{b['roofline_ms']:.3f} | {100 * b['fraction_of_roofline']:.0f}% | {b['eager_step_ms_median']:.3f} |")
+            table.append(f"{moe['preset']} batch {b['batch']}: {b['tokens_per_s']:.0f} tokens/s")
+    if args.tests:
+        lines += ["", f"GPU tests in the same call: {args.tests}"]
+    lines.append("")
+    open(args.out, "w").write("\n".join(lines))
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    main()

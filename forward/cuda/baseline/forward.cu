@@ -1,0 +1,372 @@
+// The CUDA baseline forward pass: the starting point the tuning loop improves on.
+//
+// Residual stream in float32; every projection is one cuBLAS GEMM with bf16 weights and bf16
+// activations accumulating in float32 (o_proj and down_proj accumulate straight into the residual
+// with beta = 1); RMSNorm writes the bf16 GEMM input in one pass; bias + q/k norm + RoPE + KV write
+// are one kernel per head; attention is split-KV paged decode attention with GQA; MoE routes on the
+// device and runs routed-expert GEMVs through device tables of expert pointers, then one ordered,
+// deterministic weighted sum. f32/f16 checkpoints get bf16 copies of their matrices at create().
+//
+// CUDA-graph capturable for any batch: forward() enqueues work on hp_services.stream only, reads
+// no batch array on the host, never synchronizes and never allocates unless the step outgrows the
+// workspace (refused while the stream is capturing). Launch shapes depend only on the batch's
+// scalars (n_token, n_seq, max_blocks_per_seq, n_logit_row), so a captured graph stays valid for
+// new token ids, positions and block tables of the same shape.
+// Device convention (docs/cuda.md): batch arrays and outputs are device pointers.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <hotpass/forward_abi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <new>
+#include <vector>
+
+#include "kernels.cuh"
+#include "knobs.h"
+
+namespace {
+
+using namespace hp_cuda_baseline;
+
+bool present(const hp_tensor &tensor) { return tensor.data != nullptr; }
+unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+// inv_freq[i] = theta^(-2i/d_head), with Llama 3's scaling (the references' rope_inv_freq).
+std::vector<float> rope_inv_freq(const hp_config &config) {
+    std::vector<float> inv_freq(static_cast<size_t>(config.d_head / 2));
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+        inv_freq[i] = 1.0f / std::pow(config.rope_theta, float(2 * i) / float(config.d_head));
+    }
+    if (config.rope_type != HP_ROPE_LLAMA3) return inv_freq;
+    const float original = float(config.rope_original_max_position);
+    const float low_freq_wavelen = original / config.rope_low_freq_factor;
+    const float high_freq_wavelen = original / config.rope_high_freq_factor;
+    for (float &freq : inv_freq) {
+        const float wavelen = 2.0f * float(M_PI) / freq;
+        if (wavelen < high_freq_wavelen) continue;
+        if (wavelen > low_freq_wavelen) {
+            freq = freq / config.rope_factor;
+            continue;
+        }
+        const float smooth = (original / wavelen - config.rope_low_freq_factor) /
+                             (config.rope_high_freq_factor - config.rope_low_freq_factor);
+        freq = (1.0f - smooth) * freq / config.rope_factor + smooth * freq;
+    }
+    return inv_freq;
+}
+
+// A projection's weight as cuBLAS reads it: bf16 [n_out][n_in], row-major.
+struct Matrix {
+    const __nv_bfloat16 *w = nullptr;
+    int n_out = 0, n_in = 0;
+};
+
+struct LayerMatrices {
+    Matrix wq, wk, wv, wo, w_gate, w_up, w_down, router, shared_gate, shared_up, shared_down, shared_expert_gate;
+    const __nv_bfloat16 **expert_tables = nullptr;  // device: gate[E], up[E], down[E]
+};
+
+constexpr size_t kTokenSplits = 8192;  // capacity of the attention partials, in (token, split) pairs
+
+struct Activations {
+    int capacity = 0;
+    float *x, *q, *k, *v, *gate, *up, *router, *expert_weight, *expert_out, *shared_out, *shared_logit;
+    __nv_bfloat16 *h, *attn, *act;
+    int32_t *expert_index, *token_seq;
+};
+
+struct BaselineState {
+    const hp_model *model;
+    hp_services services;
+    cudaStream_t stream;
+    cublasHandle_t cublas = nullptr;
+    float *inv_freq = nullptr;
+    float *partial = nullptr;  // attention partials [kTokenSplits * n_head][d_head + 2]
+    Matrix lm_head;
+    std::vector<LayerMatrices> layers;
+    Activations act{};
+    std::vector<void *> allocations;
+    std::vector<void *> activation_allocations;
+};
+
+void *state_alloc(BaselineState &state, size_t bytes, std::vector<void *> &list) {
+    void *ptr = state.services.alloc(state.services.ctx, std::max<size_t>(bytes, 16), 256);
+    if (ptr) list.push_back(ptr);
+    return ptr;
+}
+
+void log_message(const BaselineState &state, hp_log_level level, const char *what, const char *detail) {
+    if (!state.services.log) return;
+    char message[320];
+    std::snprintf(message, sizeof message, "cuda-baseline: %s: %s", what, detail);
+    state.services.log(state.services.ctx, level, message);
+}
+
+int max_ff_width(const hp_config &c) { return std::max({c.d_ff, c.d_ff_expert, c.d_ff_shared_expert, 1}); }
+
+// Activations for n_token tokens (never while capturing: the caller checks).
+bool reserve(BaselineState &state, int n_token) {
+    if (n_token <= state.act.capacity) return true;
+    cudaStreamSynchronize(state.stream);
+    for (void *ptr : state.activation_allocations) state.services.free(state.services.ctx, ptr);
+    state.activation_allocations.clear();
+    const hp_config &c = state.model->config;
+    const size_t n = size_t(std::max(n_token, 16)), f = sizeof(float), b = sizeof(__nv_bfloat16);
+    const size_t q_width = size_t(c.n_head) * c.d_head, kv_width = size_t(c.n_head_kv) * c.d_head;
+    const size_t k = size_t(std::max(c.n_expert_used, 1)), ff = size_t(max_ff_width(c));
+    auto &list = state.activation_allocations;
+    Activations &a = state.act;
+    a.x = static_cast<float *>(state_alloc(state, n * c.d_model * f, list));
+    a.q = static_cast<float *>(state_alloc(state, n * q_width * f, list));
+    a.k = static_cast<float *>(state_alloc(state, n * kv_width * f, list));
+    a.v = static_cast<float *>(state_alloc(state, n * kv_width * f, list));
+    a.gate = static_cast<float *>(state_alloc(state, n * ff * f, list));
+    a.up = static_cast<float *>(state_alloc(state, n * ff * f, list));
+    a.router = static_cast<float *>(state_alloc(state, n * std::max(c.n_expert, 1) * f, list));
+    a.expert_weight = static_cast<float *>(state_alloc(state, n * k * f, list));
+    a.expert_out = static_cast<float *>(state_alloc(state, n * k * c.d_model * f, list));
+    a.shared_out = static_cast<float *>(state_alloc(state, n * c.d_model * f, list));
+    a.shared_logit = static_cast<float *>(state_alloc(state, n * f, list));
+    a.h = static_cast<__nv_bfloat16 *>(state_alloc(state, n * c.d_model * b, list));
+    a.attn = static_cast<__nv_bfloat16 *>(state_alloc(state, n * q_width * b, list));
+    a.act = static_cast<__nv_bfloat16 *>(state_alloc(state, n * k * ff * b, list));
+    a.expert_index = static_cast<int32_t *>(state_alloc(state, n * k * sizeof(int32_t), list));
+    a.token_seq = static_cast<int32_t *>(state_alloc(state, n * sizeof(int32_t), list));
+    a.capacity = list.size() == 16 ? int(n) : 0;
+    return a.capacity > 0;
+}
+
+// Y[n_row][n_out] (f32) = X[n_row][n_in] (bf16) W^T (+ beta * Y): one cuBLAS GEMM, f32 accumulation.
+bool gemm(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, float *y, int n_row, float beta, int ldc = 0) {
+    const float alpha = 1.0f;
+    const cublasStatus_t status = cublasGemmEx(state.cublas, CUBLAS_OP_T, CUBLAS_OP_N, w.n_out, n_row, w.n_in, &alpha, w.w, CUDA_R_16BF,
+                                               w.n_in, x, CUDA_R_16BF, w.n_in, &beta, y, CUDA_R_32F, ldc ? ldc : w.n_out,
+                                               CUBLAS_COMPUTE_32F, cublasGemmAlgo_t(HP_CUDA_GEMM_ALGO));
+    if (status != CUBLAS_STATUS_SUCCESS) log_message(state, HP_LOG_ERROR, "cublasGemmEx", cublasGetStatusString(status));
+    return status == CUBLAS_STATUS_SUCCESS;
+}
+
+void add_bias(BaselineState &state, float *y, int n_row, const hp_tensor &b) {
+    if (!present(b) || n_row == 0) return;
+    const int n_out = int(b.shape[0]);
+    add_bias_kernel<<<blocks_for(int64_t(n_row) * n_out, 256), 256, 0, state.stream>>>(y, n_out, int64_t(n_row) * n_out, b.dtype, b.data);
+}
+
+// The weight as bf16: itself, or a converted private copy.
+bool as_matrix(BaselineState &state, const hp_tensor &tensor, Matrix &out) {
+    if (!present(tensor)) return true;
+    out.n_out = int(tensor.shape[0]);
+    out.n_in = tensor.n_dim > 1 ? int(tensor.shape[1]) : 1;
+    if (tensor.dtype == HP_DTYPE_BF16) {
+        out.w = static_cast<const __nv_bfloat16 *>(tensor.data);
+        return true;
+    }
+    const int64_t n = int64_t(out.n_out) * out.n_in;
+    auto *copy = static_cast<__nv_bfloat16 *>(state_alloc(state, size_t(n) * sizeof(__nv_bfloat16), state.allocations));
+    if (!copy) return false;
+    to_bf16_kernel<<<blocks_for(std::min<int64_t>(n, 1 << 22), 256), 256, 0, state.stream>>>(tensor.dtype, tensor.data, copy, n);
+    out.w = copy;
+    return true;
+}
+
+int baseline_create(const hp_model *model, const hp_services *services, void **state_out) {
+    if (model->device != HP_DEVICE_CUDA) return HP_ERR_UNSUPPORTED;
+    const hp_config &c = model->config;
+    if (c.d_head % 8 != 0 || c.d_head > kMaxHeadDim || c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0 ||
+        c.n_head / c.n_head_kv > kMaxGroup) {
+        return HP_ERR_UNSUPPORTED;
+    }
+    auto *state = new (std::nothrow) BaselineState{model, *services, static_cast<cudaStream_t>(services->stream)};
+    if (!state) return HP_ERR_OUT_OF_MEMORY;
+    auto fail = [&](int code) {
+        if (state->cublas) cublasDestroy(state->cublas);
+        cudaStreamSynchronize(state->stream);
+        for (void *ptr : state->allocations) services->free(services->ctx, ptr);
+        for (void *ptr : state->activation_allocations) services->free(services->ctx, ptr);
+        delete state;
+        return code;
+    };
+    // cuBLAS on the engine's stream with a fixed workspace, so that GEMMs can be graph-captured.
+    const size_t workspace_bytes = size_t(32) << 20;
+    void *workspace = state_alloc(*state, workspace_bytes, state->allocations);
+    if (!workspace || cublasCreate(&state->cublas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(state->cublas, state->stream) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(state->cublas, workspace, workspace_bytes) != CUBLAS_STATUS_SUCCESS) {
+        return fail(HP_ERR_OUT_OF_MEMORY);
+    }
+    const std::vector<float> inv_freq = rope_inv_freq(c);
+    state->inv_freq = static_cast<float *>(state_alloc(*state, inv_freq.size() * sizeof(float), state->allocations));
+    state->partial = static_cast<float *>(state_alloc(*state, kTokenSplits * c.n_head * (c.d_head + 2) * sizeof(float), state->allocations));
+    if (!state->inv_freq || !state->partial) return fail(HP_ERR_OUT_OF_MEMORY);
+    cudaMemcpyAsync(state->inv_freq, inv_freq.data(), inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice, state->stream);
+    bool ok = as_matrix(*state, model->lm_head, state->lm_head);
+    state->layers.resize(size_t(c.n_layer));
+    std::vector<std::vector<const __nv_bfloat16 *>> tables(size_t(c.n_layer));
+    for (int layer = 0; ok && layer < c.n_layer; ++layer) {
+        const hp_layer &w = model->layers[layer];
+        LayerMatrices &m = state->layers[size_t(layer)];
+        ok = as_matrix(*state, w.wq, m.wq) && as_matrix(*state, w.wk, m.wk) && as_matrix(*state, w.wv, m.wv) && as_matrix(*state, w.wo, m.wo) &&
+             as_matrix(*state, w.w_gate, m.w_gate) && as_matrix(*state, w.w_up, m.w_up) && as_matrix(*state, w.w_down, m.w_down) &&
+             as_matrix(*state, w.router, m.router) && as_matrix(*state, w.shared_gate, m.shared_gate) &&
+             as_matrix(*state, w.shared_up, m.shared_up) && as_matrix(*state, w.shared_down, m.shared_down) &&
+             as_matrix(*state, w.shared_expert_gate, m.shared_expert_gate);
+        if (!ok || !w.is_moe) continue;
+        for (const hp_tensor *experts : {w.expert_gate, w.expert_up, w.expert_down}) {
+            for (int e = 0; ok && e < c.n_expert; ++e) {
+                Matrix matrix;
+                ok = as_matrix(*state, experts[e], matrix);
+                tables[size_t(layer)].push_back(matrix.w);
+            }
+        }
+        m.expert_tables = static_cast<const __nv_bfloat16 **>(state_alloc(*state, tables[size_t(layer)].size() * sizeof(void *), state->allocations));
+        ok = ok && m.expert_tables &&
+             cudaMemcpyAsync(m.expert_tables, tables[size_t(layer)].data(), tables[size_t(layer)].size() * sizeof(void *),
+                             cudaMemcpyHostToDevice, state->stream) == cudaSuccess;
+    }
+    ok = ok && reserve(*state, HP_CUDA_WORKSPACE_TOKENS) && cudaStreamSynchronize(state->stream) == cudaSuccess;
+    if (!ok) return fail(HP_ERR_OUT_OF_MEMORY);
+    *state_out = state;
+    return HP_OK;
+}
+
+template <hp_dtype KV>
+void launch_attention(BaselineState &state, const hp_batch &batch, int layer, int n_split) {
+    const hp_config &c = state.model->config;
+    const hp_kv_cache &kv = *state.model->kv;
+    const Activations &a = state.act;
+    HeadParams hp{c.n_head, c.n_head_kv, c.d_head, c.norm_eps, HP_DTYPE_F32, nullptr, nullptr, nullptr, HP_DTYPE_F32, nullptr, nullptr,
+                  state.inv_freq, kv.block_tokens, batch.max_blocks_per_seq};
+    const hp_layer &w = state.model->layers[layer];
+    if (present(w.bq)) {
+        hp.bias_dtype = w.bq.dtype;
+        hp.bq = w.bq.data;
+        hp.bk = w.bk.data;
+        hp.bv = w.bv.data;
+    }
+    if (c.has_qk_norm) {
+        hp.norm_dtype = w.q_norm.dtype;
+        hp.q_norm = w.q_norm.data;
+        hp.k_norm = w.k_norm.data;
+    }
+    const int head_threads = std::min(256, (c.d_head + 31) / 32 * 32);
+    head_kernel<KV><<<dim3(c.n_head + c.n_head_kv, batch.n_token), head_threads, 0, state.stream>>>(
+        hp, a.q, a.k, a.v, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer]);
+    AttentionParams ap{c.n_head, c.n_head_kv, c.d_head, n_split, 1.0f / sqrtf(float(c.d_head)), kv.block_tokens, batch.max_blocks_per_seq};
+    attention_split_kernel<KV><<<dim3(c.n_head_kv, batch.n_token, n_split), kAttnThreads, attention_shared_bytes(c.d_head), state.stream>>>(
+        ap, a.q, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer], state.partial);
+    attention_reduce_kernel<<<dim3(c.n_head, batch.n_token), std::min(256, (c.d_head + 31) / 32 * 32), 0, state.stream>>>(
+        state.partial, c.n_head, n_split, c.d_head, a.attn);
+}
+
+// Routed experts (+ shared expert) of every token, added into the residual x.
+bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts) {
+    const hp_config &c = state.model->config;
+    const hp_layer &w = state.model->layers[layer];
+    const LayerMatrices &m = state.layers[size_t(layer)];
+    const Activations &a = state.act;
+    const int k = c.n_expert_used, width = c.d_ff_expert;
+    bool ok = gemm(state, m.router, a.h, a.router, n_token, 0.0f);
+    route_kernel<<<blocks_for(n_token, 64), 64, 0, state.stream>>>(a.router, n_token, c.n_expert, k, c.norm_topk_prob, a.expert_index,
+                                                                   a.expert_weight, expert_counts ? expert_counts + int64_t(layer) * c.n_expert : nullptr);
+    const int rows = HP_CUDA_MOE_ROWS_PER_BLOCK;
+    expert_gate_up_kernel<<<dim3((width + rows - 1) / rows, n_token * k), rows * 32, 0, state.stream>>>(
+        m.expert_tables, m.expert_tables + c.n_expert, a.expert_index, k, a.h, c.d_model, width, a.act);
+    expert_down_kernel<<<dim3((c.d_model + rows - 1) / rows, n_token * k), rows * 32, 0, state.stream>>>(
+        m.expert_tables + 2 * c.n_expert, a.expert_index, a.act, width, c.d_model, a.expert_out);
+    const bool shared = present(w.shared_gate);
+    if (shared) {
+        const int shared_width = m.shared_gate.n_out;
+        ok = ok && gemm(state, m.shared_gate, a.h, a.gate, n_token, 0.0f) && gemm(state, m.shared_up, a.h, a.up, n_token, 0.0f);
+        silu_mul_bf16_kernel<<<blocks_for(int64_t(n_token) * shared_width, 256), 256, 0, state.stream>>>(a.gate, a.up, a.act, int64_t(n_token) * shared_width);
+        ok = ok && gemm(state, m.shared_down, a.act, a.shared_out, n_token, 0.0f) &&
+             gemm(state, m.shared_expert_gate, a.h, a.shared_logit, n_token, 0.0f);
+    }
+    moe_combine_kernel<<<n_token, 256, 0, state.stream>>>(a.x, a.expert_out, a.expert_weight, k, shared ? a.shared_out : nullptr,
+                                                          a.shared_logit, c.d_model);
+    return ok;
+}
+
+int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
+    BaselineState &state = *static_cast<BaselineState *>(state_ptr);
+    const hp_model &model = *state.model;
+    const hp_config &c = model.config;
+    const int n_token = batch->n_token;
+    if (n_token < 0 || batch->n_seq < 0 || batch->n_logit_row < 0 || batch->max_blocks_per_seq <= 0) return HP_ERR_INVALID;
+    if (n_token == 0) return HP_OK;
+    if (n_token > state.act.capacity) {
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        cudaStreamIsCapturing(state.stream, &capture);
+        if (capture != cudaStreamCaptureStatusNone) {
+            log_message(state, HP_LOG_ERROR, "workspace", "a captured step outgrew the workspace; run it once uncaptured first");
+            return HP_ERR_OUT_OF_MEMORY;
+        }
+        if (!reserve(state, n_token)) return HP_ERR_OUT_OF_MEMORY;
+    }
+    const Activations &a = state.act;
+    const int q_width = c.n_head * c.d_head, kv_width = c.n_head_kv * c.d_head;
+    const int max_positions = batch->max_blocks_per_seq * model.kv->block_tokens;
+    int n_split = std::clamp((max_positions + HP_CUDA_ATTN_SPLIT_TOKENS - 1) / HP_CUDA_ATTN_SPLIT_TOKENS, 1, HP_CUDA_ATTN_MAX_SPLIT);
+    n_split = std::max(1, std::min<int>(n_split, int(kTokenSplits / size_t(n_token))));
+    if (size_t(n_token) > kTokenSplits) return HP_ERR_UNSUPPORTED;  // attention partials hold kTokenSplits tokens
+
+    token_seq_kernel<<<blocks_for(batch->n_seq, 64), 64, 0, state.stream>>>(batch->seq_token_start, batch->n_seq, a.token_seq);
+    embed_kernel<<<n_token, 256, 0, state.stream>>>(a.x, batch->token_ids, model.token_embd.dtype, model.token_embd.data, c.d_model);
+    bool ok = true;
+    for (int layer = 0; ok && layer < c.n_layer; ++layer) {
+        const hp_layer &w = model.layers[layer];
+        const LayerMatrices &m = state.layers[size_t(layer)];
+        rms_norm_bf16_kernel<<<n_token, HP_CUDA_NORM_THREADS, 0, state.stream>>>(a.x, nullptr, a.h, c.d_model, w.attn_norm.dtype,
+                                                                                w.attn_norm.data, c.norm_eps);
+        ok = gemm(state, m.wq, a.h, a.q, n_token, 0.0f) && gemm(state, m.wk, a.h, a.k, n_token, 0.0f) && gemm(state, m.wv, a.h, a.v, n_token, 0.0f);
+        switch (model.kv->dtype) {
+            case HP_DTYPE_F32: launch_attention<HP_DTYPE_F32>(state, *batch, layer, n_split); break;
+            case HP_DTYPE_F16: launch_attention<HP_DTYPE_F16>(state, *batch, layer, n_split); break;
+            case HP_DTYPE_BF16: launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split); break;
+        }
+        ok = ok && gemm(state, m.wo, a.attn, a.x, n_token, 1.0f);
+        add_bias(state, a.x, n_token, w.bo);
+
+        rms_norm_bf16_kernel<<<n_token, HP_CUDA_NORM_THREADS, 0, state.stream>>>(a.x, nullptr, a.h, c.d_model, w.ffn_norm.dtype,
+                                                                                w.ffn_norm.data, c.norm_eps);
+        if (w.is_moe) {
+            ok = ok && moe(state, layer, n_token, out->expert_counts);
+            continue;
+        }
+        ok = ok && gemm(state, m.w_gate, a.h, a.gate, n_token, 0.0f) && gemm(state, m.w_up, a.h, a.up, n_token, 0.0f);
+        add_bias(state, a.gate, n_token, w.b_gate);
+        add_bias(state, a.up, n_token, w.b_up);
+        silu_mul_bf16_kernel<<<blocks_for(int64_t(n_token) * c.d_ff, 256), 256, 0, state.stream>>>(a.gate, a.up, a.act, int64_t(n_token) * c.d_ff);
+        ok = ok && gemm(state, m.w_down, a.act, a.x, n_token, 1.0f);
+        add_bias(state, a.x, n_token, w.b_down);
+    }
+    (void)q_width;
+    (void)kv_width;
+    if (batch->n_logit_row > 0) {
+        rms_norm_bf16_kernel<<<batch->n_logit_row, HP_CUDA_NORM_THREADS, 0, state.stream>>>(a.x, batch->logit_rows, a.h, c.d_model,
+                                                                                           model.output_norm.dtype, model.output_norm.data, c.norm_eps);
+        ok = ok && gemm(state, state.lm_head, a.h, out->logits, batch->n_logit_row, 0.0f);
+    }
+    if (const cudaError_t code = cudaGetLastError(); code != cudaSuccess) {
+        log_message(state, HP_LOG_ERROR, "kernel launch", cudaGetErrorString(code));
+        return HP_ERR_INVALID;
+    }
+    return ok ? HP_OK : HP_ERR_INVALID;
+}
+
+void baseline_destroy(void *state_ptr) {
+    auto *state = static_cast<BaselineState *>(state_ptr);
+    cudaStreamSynchronize(state->stream);
+    cublasDestroy(state->cublas);
+    for (void *ptr : state->allocations) state->services.free(state->services.ctx, ptr);
+    for (void *ptr : state->activation_allocations) state->services.free(state->services.ctx, ptr);
+    delete state;
+}
+
+const hp_forward_vtable kVtable = {HP_FORWARD_ABI_VERSION, "cuda-baseline", baseline_create, baseline_forward, baseline_destroy};
+
+}  // namespace
+
+extern "C" HP_EXPORT const hp_forward_vtable *hp_forward_entry(void) { return &kVtable; }

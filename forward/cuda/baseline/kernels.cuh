@@ -1,0 +1,433 @@
+// The CUDA baseline's own kernels (projections are cuBLAS): fused RMSNorm -> bf16, the per-head
+// bias + q/k norm + RoPE + KV-cache write, split-KV paged decode attention and its reduction,
+// SiLU gating, MoE routing, routed-expert GEMVs and their weighted sum. Float32 math; bf16 only
+// where a cuBLAS input or a cache element is stored. Mirrors forward/cuda/reference's operations.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include <hotpass/forward_abi.h>
+
+#include "knobs.h"
+
+namespace hp_cuda_baseline {
+
+constexpr int kMaxGroup = 8;     // query heads per kv head handled by one attention block
+constexpr int kMaxHeadDim = 256; // d_head limit of the attention and rope kernels
+
+__device__ inline float load(hp_dtype dtype, const void *data, int64_t i) {
+    switch (dtype) {
+        case HP_DTYPE_F32: return static_cast<const float *>(data)[i];
+        case HP_DTYPE_F16: return __half2float(static_cast<const __half *>(data)[i]);
+        case HP_DTYPE_BF16: return __uint_as_float(uint32_t(static_cast<const uint16_t *>(data)[i]) << 16);
+    }
+    return __int_as_float(0x7fc00000);
+}
+
+template <hp_dtype D>
+__device__ inline float load_as(const void *data, int64_t i) {
+    if constexpr (D == HP_DTYPE_F32) return static_cast<const float *>(data)[i];
+    else if constexpr (D == HP_DTYPE_F16) return __half2float(static_cast<const __half *>(data)[i]);
+    else return __uint_as_float(uint32_t(static_cast<const uint16_t *>(data)[i]) << 16);
+}
+
+template <hp_dtype D>
+__device__ inline void store_as(void *data, int64_t i, float value) {
+    if constexpr (D == HP_DTYPE_F32) static_cast<float *>(data)[i] = value;
+    else if constexpr (D == HP_DTYPE_F16) static_cast<__half *>(data)[i] = __float2half_rn(value);
+    else static_cast<__nv_bfloat16 *>(data)[i] = __float2bfloat16_rn(value);
+}
+
+__device__ inline float warp_sum(float value) {
+    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+    return value;
+}
+
+__device__ inline float block_sum(float value) {
+    __shared__ float partial[32];
+    __shared__ float total;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    value = warp_sum(value);
+    __syncthreads();
+    if (lane == 0) partial[warp] = value;
+    __syncthreads();
+    if (warp == 0) {
+        float sum = lane < int(blockDim.x / 32) ? partial[lane] : 0.0f;
+        sum = warp_sum(sum);
+        if (lane == 0) total = sum;
+    }
+    __syncthreads();
+    return total;
+}
+
+// Any-dtype weight -> bf16 copy (derived layouts of f32/f16 checkpoints).
+__global__ void to_bf16_kernel(hp_dtype dtype, const void *in, __nv_bfloat16 *out, int64_t n) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        out[i] = __float2bfloat16_rn(load(dtype, in, i));
+    }
+}
+
+__global__ void embed_kernel(float *x, const int32_t *token_ids, hp_dtype dtype, const void *embed, int d_model) {
+    const int t = blockIdx.x;
+    const int64_t row = int64_t(token_ids[t]) * d_model;
+    for (int i = threadIdx.x; i < d_model; i += blockDim.x) x[int64_t(t) * d_model + i] = load(dtype, embed, row + i);
+}
+
+// out[r] = bf16(x[src] / sqrt(mean(x[src]^2) + eps) * weight), src = rows ? rows[r] : r.
+__global__ void __launch_bounds__(HP_CUDA_NORM_THREADS) rms_norm_bf16_kernel(const float *x, const int32_t *rows, __nv_bfloat16 *out,
+                                                                            int n, hp_dtype w_dtype, const void *weight, float eps) {
+    const int r = blockIdx.x;
+    const float *in = x + int64_t(rows ? rows[r] : r) * n;
+    float sum_sq = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) sum_sq += in[i] * in[i];
+    sum_sq = block_sum(sum_sq);
+    const float scale = rsqrtf(sum_sq / float(n) + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[int64_t(r) * n + i] = __float2bfloat16_rn(in[i] * scale * load(w_dtype, weight, i));
+}
+
+// y[r][o] += b[o] over n_row rows of n_out.
+__global__ void add_bias_kernel(float *y, int n_out, int64_t n, hp_dtype b_dtype, const void *b) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += load(b_dtype, b, i % n_out);
+}
+
+__global__ void token_seq_kernel(const int32_t *seq_token_start, int n_seq, int32_t *token_seq) {
+    const int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= n_seq) return;
+    for (int t = seq_token_start[s]; t < seq_token_start[s + 1]; ++t) token_seq[t] = s;
+}
+
+struct HeadParams {
+    int n_head, n_head_kv, d_head;
+    float eps;
+    hp_dtype bias_dtype;                 // of bq/bk/bv
+    const void *bq, *bk, *bv;            // optional
+    hp_dtype norm_dtype;
+    const void *q_norm, *k_norm;         // optional
+    const float *inv_freq;               // [d_head / 2]
+    int block_tokens, max_blocks;
+};
+
+// One block of 32..256 threads per (head, token), heads = n_head q heads then n_head_kv kv heads:
+// + bias, per-head RMSNorm (q/k), RoPE (q/k), and for kv heads the K and V rows into the cache.
+template <hp_dtype KV>
+__global__ void head_kernel(HeadParams p, float *q, const float *k, const float *v, const int32_t *positions, const int32_t *token_seq,
+                            const int32_t *block_tables, void *k_cache, void *v_cache) {
+    __shared__ float head[kMaxHeadDim];
+    __shared__ float v_head[kMaxHeadDim];
+    const int hh = blockIdx.x, t = blockIdx.y, d = p.d_head, half = d / 2;
+    const bool is_q = hh < p.n_head;
+    const int h = is_q ? hh : hh - p.n_head;
+    const float *src = is_q ? q + (int64_t(t) * p.n_head + h) * d : k + (int64_t(t) * p.n_head_kv + h) * d;
+    const void *bias = is_q ? p.bq : p.bk;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        head[i] = src[i] + (bias ? load(p.bias_dtype, bias, int64_t(h) * d + i) : 0.0f);
+        if (!is_q) v_head[i] = v[(int64_t(t) * p.n_head_kv + h) * d + i] + (p.bv ? load(p.bias_dtype, p.bv, int64_t(h) * d + i) : 0.0f);
+    }
+    __syncthreads();
+    const void *norm = is_q ? p.q_norm : p.k_norm;
+    if (norm) {
+        float sum_sq = 0.0f;
+        for (int i = threadIdx.x; i < d; i += blockDim.x) sum_sq += head[i] * head[i];
+        const float scale = rsqrtf(block_sum(sum_sq) / float(d) + p.eps);
+        for (int i = threadIdx.x; i < d; i += blockDim.x) head[i] = head[i] * scale * load(p.norm_dtype, norm, i);
+        __syncthreads();
+    }
+    const int position = positions[t];
+    float rotated[kMaxHeadDim / 64 + 1][2];
+    int n_mine = 0;
+    for (int i = threadIdx.x; i < half; i += blockDim.x, ++n_mine) {
+        float sin_a, cos_a;
+        sincosf(float(position) * p.inv_freq[i], &sin_a, &cos_a);
+        const float first = head[i], second = head[i + half];
+        rotated[n_mine][0] = first * cos_a - second * sin_a;
+        rotated[n_mine][1] = second * cos_a + first * sin_a;
+    }
+    __syncthreads();
+    n_mine = 0;
+    for (int i = threadIdx.x; i < half; i += blockDim.x, ++n_mine) {
+        head[i] = rotated[n_mine][0];
+        head[i + half] = rotated[n_mine][1];
+    }
+    __syncthreads();
+    if (is_q) {
+        float *dst = q + (int64_t(t) * p.n_head + h) * d;
+        for (int i = threadIdx.x; i < d; i += blockDim.x) dst[i] = head[i];
+        return;
+    }
+    const int32_t *table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
+    const int64_t offset = (int64_t(table[position / p.block_tokens]) * p.block_tokens + position % p.block_tokens) * p.n_head_kv * d +
+                           int64_t(h) * d;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        store_as<KV>(k_cache, offset + i, head[i]);
+        store_as<KV>(v_cache, offset + i, v_head[i]);
+    }
+}
+
+struct AttentionParams {
+    int n_head, n_head_kv, d_head, n_split;
+    float scale;
+    int block_tokens, max_blocks;
+};
+
+constexpr int kAttnThreads = HP_CUDA_ATTN_WARPS * 32;  // also the KV positions of one tile
+constexpr int kAttnOutPerThread = (kMaxGroup * kMaxHeadDim + kAttnThreads - 1) / kAttnThreads;
+
+// Eight consecutive cache elements (16-byte aligned: d_head % 8 == 0) as float.
+template <hp_dtype D>
+__device__ inline void load8(const void *data, int64_t i, float out[8]) {
+    if constexpr (D == HP_DTYPE_F32) {
+        const float4 a = reinterpret_cast<const float4 *>(static_cast<const float *>(data) + i)[0];
+        const float4 b = reinterpret_cast<const float4 *>(static_cast<const float *>(data) + i)[1];
+        out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    } else {
+        const uint4 raw = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(data) + i);
+        const uint16_t *half = reinterpret_cast<const uint16_t *>(&raw);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            out[j] = D == HP_DTYPE_BF16 ? __uint_as_float(uint32_t(half[j]) << 16) : __half2float(__ushort_as_half(half[j]));
+        }
+    }
+}
+
+// Split-KV paged decode attention (flash-decoding). Block (kv head g, token t, split s) owns a
+// contiguous share of the token's positions [0, position] and every query head of g's GQA group,
+// so each K/V row is read once per group. Positions go in tiles of kAttnThreads, one position per
+// thread: (A) the thread's q.k for every head of the group (16-byte K loads, q broadcast from
+// shared memory); (B) one warp per head: tile max, running max, rescale factor; (C) exponentials;
+// (D) running sums, and each thread's share of the [group][d_head] accumulators += p * V (V rows
+// read coalesced across threads). Writes (max, sum, unnormalised acc) per query head and split to
+// `partial`, laid out [token][head][split][d_head + 2]; an empty split writes max = -inf.
+template <hp_dtype KV>
+__global__ void __launch_bounds__(kAttnThreads) attention_split_kernel(AttentionParams p, const float *q, const int32_t *positions,
+                                                                     const int32_t *token_seq, const int32_t *block_tables,
+                                                                     const void *k_cache, const void *v_cache, float *partial) {
+    extern __shared__ float shared[];
+    constexpr int T = kAttnThreads;
+    const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
+    const int lane = tid % 32, warp = tid / 32, d = p.d_head;
+    const int group = p.n_head / p.n_head_kv;
+    float *q_s = shared;                   // [group][d], pre-scaled
+    float *s_s = q_s + kMaxGroup * d;      // [group][T]: scores, then probabilities
+    float *m_s = s_s + kMaxGroup * T;      // [group]: running max
+    float *l_s = m_s + kMaxGroup;          // [group]: running sum
+    float *alpha_s = l_s + kMaxGroup;      // [group]: rescale of the running values for this tile
+    auto *row_s = reinterpret_cast<int64_t *>(alpha_s + kMaxGroup);  // [T] row offset of each position (8d + 8T + 24 floats in: 32-byte aligned)
+    for (int i = tid; i < group * d; i += T) q_s[i] = q[(int64_t(t) * p.n_head + g * group) * d + i] * p.scale;
+    if (tid < kMaxGroup) {
+        m_s[tid] = -INFINITY;
+        l_s[tid] = 0.0f;
+    }
+    const int length = positions[t] + 1;
+    const int chunk = (length + p.n_split - 1) / p.n_split;
+    const int begin = min(length, split * chunk), end = min(length, begin + chunk);
+    const int32_t *table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
+    const int64_t row_width = int64_t(p.n_head_kv) * d;
+    float acc[kAttnOutPerThread];
+#pragma unroll
+    for (int k = 0; k < kAttnOutPerThread; ++k) acc[k] = 0.0f;
+    __syncthreads();
+
+    for (int tile = begin; tile < end; tile += T) {
+        const int n_valid = min(T, end - tile);
+        // (A) scores of this thread's position.
+        if (tid < n_valid) {
+            const int pos = tile + tid;
+            const int64_t base = (int64_t(table[pos / p.block_tokens]) * p.block_tokens + pos % p.block_tokens) * row_width + int64_t(g) * d;
+            row_s[tid] = base;
+            float dot[kMaxGroup];
+#pragma unroll
+            for (int hh = 0; hh < kMaxGroup; ++hh) dot[hh] = 0.0f;
+            for (int i0 = 0; i0 < d; i0 += 8) {
+                float k8[8];
+                load8<KV>(k_cache, base + i0, k8);
+#pragma unroll
+                for (int hh = 0; hh < kMaxGroup; ++hh) {
+                    if (hh < group) {
+#pragma unroll
+                        for (int j = 0; j < 8; ++j) dot[hh] += q_s[hh * d + i0 + j] * k8[j];
+                    }
+                }
+            }
+#pragma unroll
+            for (int hh = 0; hh < kMaxGroup; ++hh) {
+                if (hh < group) s_s[hh * T + tid] = dot[hh];
+            }
+        }
+        __syncthreads();
+        // (B) per head: tile max -> running max and rescale factor.
+        for (int hh = warp; hh < group; hh += HP_CUDA_ATTN_WARPS) {
+            float tile_max = -INFINITY;
+            for (int j = lane; j < n_valid; j += 32) tile_max = fmaxf(tile_max, s_s[hh * T + j]);
+            for (int offset = 16; offset > 0; offset /= 2) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
+            if (lane == 0) {
+                const float m_new = fmaxf(m_s[hh], tile_max);
+                alpha_s[hh] = __expf(m_s[hh] - m_new);  // 0 on the first tile (m = -inf)
+                m_s[hh] = m_new;
+            }
+        }
+        __syncthreads();
+        // (C) probabilities of this thread's position.
+        if (tid < n_valid) {
+            for (int hh = 0; hh < group; ++hh) s_s[hh * T + tid] = __expf(s_s[hh * T + tid] - m_s[hh]);
+        }
+        __syncthreads();
+        // (D) running sums (one warp per head) and accumulators (each thread its outputs).
+        for (int hh = warp; hh < group; hh += HP_CUDA_ATTN_WARPS) {
+            float sum = 0.0f;
+            for (int j = lane; j < n_valid; j += 32) sum += s_s[hh * T + j];
+            sum = warp_sum(sum);
+            if (lane == 0) l_s[hh] = l_s[hh] * alpha_s[hh] + sum;
+        }
+#pragma unroll
+        for (int k = 0; k < kAttnOutPerThread; ++k) {
+            const int o = tid + k * T;
+            if (o >= group * d) break;
+            const int hh = o / d, i = o % d;
+            float value = acc[k] * alpha_s[hh];
+            for (int j = 0; j < n_valid; ++j) value += s_s[hh * T + j] * load_as<KV>(v_cache, row_s[j] + i);
+            acc[k] = value;
+        }
+        __syncthreads();
+    }
+    for (int index = tid; index < group * 2; index += T) {
+        const int hh = index / 2;
+        partial[((int64_t(t) * p.n_head + g * group + hh) * p.n_split + split) * (d + 2) + index % 2] = index % 2 ? l_s[hh] : m_s[hh];
+    }
+#pragma unroll
+    for (int k = 0; k < kAttnOutPerThread; ++k) {
+        const int o = tid + k * T;
+        if (o >= group * d) break;
+        const int hh = o / d, i = o % d;
+        partial[((int64_t(t) * p.n_head + g * group + hh) * p.n_split + split) * (d + 2) + 2 + i] = acc[k];
+    }
+}
+
+inline size_t attention_shared_bytes(int d_head) {
+    return sizeof(float) * (size_t(kMaxGroup) * d_head + size_t(kMaxGroup) * kAttnThreads + 3 * kMaxGroup + 2) +
+           sizeof(int64_t) * kAttnThreads;
+}
+
+// Reduces the splits of every (head, token) into the bf16 attention output [token][head][d_head]:
+// the split weights exp(m_s - max) / total are computed once into shared memory.
+__global__ void attention_reduce_kernel(const float *partial, int n_head, int n_split, int d, __nv_bfloat16 *out) {
+    __shared__ float weight_s[HP_CUDA_ATTN_MAX_SPLIT];
+    const int h = blockIdx.x, t = blockIdx.y;
+    const float *base = partial + (int64_t(t) * n_head + h) * n_split * (d + 2);
+    if (threadIdx.x == 0) {
+        float m_max = -INFINITY;
+        for (int s = 0; s < n_split; ++s) m_max = fmaxf(m_max, base[s * (d + 2)]);
+        float total = 0.0f;
+        for (int s = 0; s < n_split; ++s) {
+            const float ms = base[s * (d + 2)];
+            weight_s[s] = ms == -INFINITY ? 0.0f : __expf(ms - m_max);
+            total += weight_s[s] * base[s * (d + 2) + 1];
+        }
+        for (int s = 0; s < n_split; ++s) weight_s[s] /= total;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        float value = 0.0f;
+        for (int s = 0; s < n_split; ++s) value += weight_s[s] * base[s * (d + 2) + 2 + i];
+        out[(int64_t(t) * n_head + h) * d + i] = __float2bfloat16_rn(value);
+    }
+}
+
+// act = bf16(silu(gate) * up), elementwise over n.
+__global__ void silu_mul_bf16_kernel(const float *gate, const float *up, __nv_bfloat16 *act, int64_t n) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) act[i] = __float2bfloat16_rn(gate[i] / (1.0f + __expf(-gate[i])) * up[i]);
+}
+
+// Router softmax, top-k (ties to the lower index), optional renormalisation. One thread per token.
+__global__ void route_kernel(float *probs, int n_token, int n_expert, int k, int norm_topk_prob, int32_t *expert_index,
+                             float *expert_weight, int32_t *expert_counts) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_token) return;
+    float *p = probs + int64_t(t) * n_expert;
+    float max_logit = p[0];
+    for (int e = 1; e < n_expert; ++e) max_logit = fmaxf(max_logit, p[e]);
+    float total = 0.0f;
+    for (int e = 0; e < n_expert; ++e) total += (p[e] = expf(p[e] - max_logit));
+    for (int e = 0; e < n_expert; ++e) p[e] /= total;
+    float chosen_total = 0.0f;
+    for (int j = 0; j < k; ++j) {
+        int best = -1;
+        for (int e = 0; e < n_expert; ++e) {
+            if (p[e] >= 0.0f && (best < 0 || p[e] > p[best])) best = e;
+        }
+        expert_index[t * k + j] = best;
+        expert_weight[t * k + j] = p[best];
+        chosen_total += p[best];
+        p[best] = -1.0f;
+        if (expert_counts) atomicAdd(expert_counts + best, 1);
+    }
+    if (norm_topk_prob) {
+        for (int j = 0; j < k; ++j) expert_weight[t * k + j] /= chosen_total;
+    }
+}
+
+// Dot of a bf16 weight row with a bf16 activation row of n (16-byte loads when n % 8 == 0).
+__device__ inline float row_dot_bf16(const __nv_bfloat16 *w, const __nv_bfloat16 *x, int n, int lane) {
+    float sum = 0.0f;
+    if (n % 8 == 0) {
+        const uint4 *w4 = reinterpret_cast<const uint4 *>(w);
+        const uint4 *x4 = reinterpret_cast<const uint4 *>(x);
+        for (int i = lane; i < n / 8; i += 32) {
+            const uint4 wv = w4[i], xv = x4[i];
+            const __nv_bfloat162 *wp = reinterpret_cast<const __nv_bfloat162 *>(&wv);
+            const __nv_bfloat162 *xp = reinterpret_cast<const __nv_bfloat162 *>(&xv);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float2 wf = __bfloat1622float2(wp[j]), xf = __bfloat1622float2(xp[j]);
+                sum += wf.x * xf.x + wf.y * xf.y;
+            }
+        }
+    } else {
+        for (int i = lane; i < n; i += 32) sum += __bfloat162float(w[i]) * __bfloat162float(x[i]);
+    }
+    return warp_sum(sum);
+}
+
+// Routed experts, gate and up: act[t*k+slot][row] = bf16(silu(Wg x) * (Wu x)) for expert
+// expert_index[t*k+slot]. Grid (ceil(width / rows), n_token * k); one warp per row.
+__global__ void expert_gate_up_kernel(const __nv_bfloat16 *const *gate_table, const __nv_bfloat16 *const *up_table,
+                                      const int32_t *expert_index, int k, const __nv_bfloat16 *x, int d_model, int width,
+                                      __nv_bfloat16 *act) {
+    const int row = blockIdx.x * HP_CUDA_MOE_ROWS_PER_BLOCK + threadIdx.x / 32, pair = blockIdx.y, lane = threadIdx.x % 32;
+    if (row >= width) return;
+    const int e = expert_index[pair];
+    const __nv_bfloat16 *in = x + int64_t(pair / k) * d_model;
+    const float gate = row_dot_bf16(gate_table[e] + int64_t(row) * d_model, in, d_model, lane);
+    const float up = row_dot_bf16(up_table[e] + int64_t(row) * d_model, in, d_model, lane);
+    if (lane == 0) act[int64_t(pair) * width + row] = __float2bfloat16_rn(gate / (1.0f + __expf(-gate)) * up);
+}
+
+// Routed experts, down: out[t*k+slot][row] = Wd act[t*k+slot]. Grid (ceil(d_model / rows), n_token * k).
+__global__ void expert_down_kernel(const __nv_bfloat16 *const *down_table, const int32_t *expert_index, const __nv_bfloat16 *act,
+                                   int width, int d_model, float *out) {
+    const int row = blockIdx.x * HP_CUDA_MOE_ROWS_PER_BLOCK + threadIdx.x / 32, pair = blockIdx.y, lane = threadIdx.x % 32;
+    if (row >= d_model) return;
+    const float value = row_dot_bf16(down_table[expert_index[pair]] + int64_t(row) * width, act + int64_t(pair) * width, width, lane);
+    if (lane == 0) out[int64_t(pair) * d_model + row] = value;
+}
+
+// x[t] += sum_slot weight[t*k+slot] * out[t*k+slot] (+ sigmoid(shared_logit[t]) * shared[t]),
+// in slot order, so the result does not depend on scheduling.
+__global__ void moe_combine_kernel(float *x, const float *out, const float *expert_weight, int k, const float *shared,
+                                   const float *shared_logit, int d_model) {
+    const int t = blockIdx.x;
+    const float shared_weight = shared ? 1.0f / (1.0f + __expf(-shared_logit[t])) : 0.0f;
+    for (int i = threadIdx.x; i < d_model; i += blockDim.x) {
+        float sum = 0.0f;
+        for (int slot = 0; slot < k; ++slot) sum += expert_weight[t * k + slot] * out[(int64_t(t) * k + slot) * d_model + i];
+        if (shared) sum += shared_weight * shared[int64_t(t) * d_model + i];
+        x[int64_t(t) * d_model + i] += sum;
+    }
+}
+
+}  // namespace hp_cuda_baseline

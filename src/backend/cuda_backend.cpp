@@ -1,0 +1,119 @@
+// The CUDA backend: device memory (cudaMalloc), one non-blocking stream, events, and preset
+// weights generated on the device (synthetic_fill.cu). Host code only, so it may use fmt.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "hotpass/backend/backend.h"
+#include "hotpass/backend/cuda_check.h"
+#include "synthetic_fill.h"
+
+namespace hp::backend {
+namespace {
+
+class CudaTimer final : public EventTimer {
+public:
+    explicit CudaTimer(cudaStream_t stream) : stream_(stream) {
+        HP_CUDA_CHECK(cudaEventCreate(&start_));
+        HP_CUDA_CHECK(cudaEventCreate(&stop_));
+    }
+    ~CudaTimer() override {
+        cudaEventDestroy(start_);
+        cudaEventDestroy(stop_);
+    }
+    void start() override { HP_CUDA_CHECK(cudaEventRecord(start_, stream_)); }
+    void stop() override { HP_CUDA_CHECK(cudaEventRecord(stop_, stream_)); }
+    Result<double> elapsed_ms() override {
+        HP_TRY(cuda_status(cudaEventSynchronize(stop_), "event synchronize"));
+        float ms = 0;
+        HP_TRY(cuda_status(cudaEventElapsedTime(&ms, start_, stop_), "event elapsed time"));
+        return double(ms);
+    }
+
+private:
+    cudaStream_t stream_;
+    cudaEvent_t start_{}, stop_{};
+};
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend(int device, cudaStream_t stream, DeviceInfo info) : device_(device), stream_(stream), info_(std::move(info)) {}
+    ~CudaBackend() override { cudaStreamDestroy(stream_); }
+    DeviceKind kind() const override { return DeviceKind::cuda; }
+    const DeviceInfo &info() const override { return info_; }
+
+    void *alloc(size_t bytes, size_t alignment) override {
+        if (alignment > 256 || (alignment & (alignment - 1)) != 0) return nullptr;  // cudaMalloc gives 256
+        void *ptr = nullptr;
+        if (cudaMalloc(&ptr, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+            cudaGetLastError();  // out of memory is not sticky; clear it
+            return nullptr;
+        }
+        if (cudaMemsetAsync(ptr, 0, bytes, stream_) != cudaSuccess || cudaStreamSynchronize(stream_) != cudaSuccess) {
+            cudaFree(ptr);
+            return nullptr;
+        }
+        return ptr;
+    }
+    void free(void *ptr) override {
+        if (ptr) cudaFree(ptr);
+    }
+    Status upload(void *dst, const void *src, size_t bytes) override {
+        HP_TRY(cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload"));
+        return synchronize();
+    }
+    Status download(void *dst, const void *src, size_t bytes) override {
+        HP_TRY(cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "download"));
+        return synchronize();
+    }
+    Status memset(void *dst, int value, size_t bytes) override {
+        HP_TRY(cuda_status(cudaMemsetAsync(dst, value, bytes, stream_), "memset"));
+        return synchronize();
+    }
+    Status fill_normal(void *dst, DType dtype, uint64_t n, uint64_t key, float mean, float std) override {
+        HP_TRY(cuda_status(launch_fill_normal(dst, int(dtype), n, key, mean, std, info_.n_sm, stream_), "fill_normal launch"));
+        return synchronize();
+    }
+    Status synchronize() override { return cuda_status(cudaStreamSynchronize(stream_), "stream synchronize"); }
+    std::unique_ptr<EventTimer> create_timer() override { return std::make_unique<CudaTimer>(stream_); }
+    void *stream() const override { return stream_; }
+
+private:
+    int device_;
+    cudaStream_t stream_;
+    DeviceInfo info_;
+};
+
+}  // namespace
+
+bool built_with_cuda() { return true; }
+
+bool cuda_available() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return count > 0;
+}
+
+Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
+    int count = 0;
+    HP_TRY(cuda_status(cudaGetDeviceCount(&count), "cudaGetDeviceCount"));
+    if (device_index < 0 || device_index >= count) return error("CUDA device {} does not exist ({} present)", device_index, count);
+    HP_TRY(cuda_status(cudaSetDevice(device_index), "cudaSetDevice"));
+    HP_TRY(cuda_status(cudaFree(nullptr), "creating the CUDA context"));
+    cudaDeviceProp props{};
+    HP_TRY(cuda_status(cudaGetDeviceProperties(&props, device_index), "cudaGetDeviceProperties"));
+    DeviceInfo info;
+    info.name = props.name;
+    info.n_sm = props.multiProcessorCount;
+    info.memory_bytes = props.totalGlobalMem;
+    info.l2_bytes = uint64_t(props.l2CacheSize);
+    info.compute_capability = props.major * 10 + props.minor;
+    cudaStream_t stream = nullptr;
+    HP_TRY(cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+    return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device_index, stream, std::move(info)));
+}
+
+}  // namespace hp::backend

@@ -1,0 +1,177 @@
+// The CUDA baseline against the CUDA reference on mixed random batches for every tiny preset, and
+// its CUDA-graph capture: a captured decode step replayed with new inputs gives the eager step's
+// logits bit for bit.
+//
+// Tolerance (docs/cuda.md): bf16 GEMM inputs (normed activations, attention output, SiLU product)
+// and a bf16 KV cache on both sides give max|Δ| up to about 2.5% of max|logit| on these 2-4-layer
+// presets; the bound is 3e-2 · max|ref|. With top-k routing that rounding can flip a near-tied
+// expert choice for a token, which changes that token's row by far more than any tolerance, so MoE
+// presets are checked twice: with their own top-k, at most 10% of logit rows may exceed the bound
+// (and expert counts agree within 5%); with top-k = every expert (no choice to flip), every row
+// must be within it.
+#include <gtest/gtest.h>
+
+#include "gpu_rig.h"
+#include "scenario.h"
+
+namespace hp {
+namespace {
+
+constexpr double kBf16Tolerance = 3e-2;
+constexpr double kMaxFlippedRows = 0.10;
+
+struct PresetCase {
+    std::string preset;
+    DType kv_dtype;
+};
+
+std::string case_name(const testing::TestParamInfo<PresetCase> &info) {
+    std::string name = info.param.preset + "_kv_" + std::string(dtype_name(info.param.kv_dtype));
+    for (char &ch : name) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    }
+    return name;
+}
+
+Result<model::Model> random_model(const std::string &preset, bool every_expert = false) {
+    model::SyntheticOptions synthetic;
+    synthetic.seed = 21;
+    synthetic.bias_std = 0.05f;
+    synthetic.norm_std = 0.1f;
+    auto model = model::open_model("preset:" + preset, synthetic);
+    if (model.ok() && every_expert) model->config.n_expert_used = model->config.n_expert;  // weights do not depend on top-k
+    return model;
+}
+
+void expect_close(const model::Model &model, const gpu_test::ScenarioResult &actual, const gpu_test::ScenarioResult &expected,
+                  const std::string &label, bool allow_flips) {
+    ASSERT_EQ(expected.error, "");
+    ASSERT_EQ(actual.error, "");
+    ASSERT_EQ(actual.logits.size(), expected.logits.size());
+    int rows = 0, outliers = 0;
+    for (size_t step = 0; step < expected.logits.size(); ++step) {
+        const auto d = gpu_test::compare(actual.logits[step], expected.logits[step]);
+        const int step_outliers = gpu_test::outlier_rows(actual.logits[step], expected.logits[step], model.config.n_vocab, kBf16Tolerance);
+        rows += int(expected.logits[step].size() / size_t(model.config.n_vocab));
+        outliers += step_outliers;
+        if (!allow_flips) EXPECT_LE(d.max_delta, kBf16Tolerance * d.max_ref) << label << " step " << step;
+        std::printf("%s step %zu: max|delta| %.3g (max|ref| %.3g, ratio %.2e), %d rows over the bound\n", label.c_str(), step, d.max_delta,
+                    d.max_ref, d.max_delta / d.max_ref, step_outliers);
+    }
+    EXPECT_LE(outliers, int(kMaxFlippedRows * rows)) << label << ": " << outliers << " of " << rows << " logit rows over the bound";
+    ASSERT_EQ(actual.expert_counts.size(), expected.expert_counts.size());
+    int differing = 0, total = 0;
+    for (size_t i = 0; i < expected.expert_counts.size(); ++i) {
+        differing += std::abs(actual.expert_counts[i] - expected.expert_counts[i]);
+        total += expected.expert_counts[i];
+    }
+    EXPECT_LE(differing, total / 20) << label << ": expert counts differ in " << differing << " of " << total << " routings";
+}
+
+// A reference engine and a baseline engine on `model`, the same scenario on both.
+void run_pair(const model::Model &model, DType kv_dtype, const std::string &label, bool allow_flips) {
+    engine::EngineOptions options;
+    options.device = backend::DeviceKind::cuda;
+    options.kv.dtype = kv_dtype;
+    options.kv.block_tokens = 16;
+    options.kv.max_tokens = 1024;
+    auto reference = engine::Engine::create(model, options);
+    options.forward = "baseline";
+    auto baseline = engine::Engine::create(model, options);
+    ASSERT_TRUE(reference.ok()) << reference.error();
+    ASSERT_TRUE(baseline.ok()) << baseline.error();
+    const auto expected = gpu_test::run_scenario(**reference, 9);
+    const auto actual = gpu_test::run_scenario(**baseline, 9);
+    expect_close(model, actual, expected, label, allow_flips);
+}
+
+class CudaBaselineVsReference : public testing::TestWithParam<PresetCase> {};
+
+TEST_P(CudaBaselineVsReference, MixedRandomBatchesMatch) {
+    if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    auto model = random_model(GetParam().preset);
+    ASSERT_TRUE(model.ok()) << model.error();
+    run_pair(*model, GetParam().kv_dtype, GetParam().preset, model->config.is_moe());
+}
+
+TEST_P(CudaBaselineVsReference, EveryExpertRoutedMatchesStrictly) {
+    if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    auto model = random_model(GetParam().preset, true);
+    ASSERT_TRUE(model.ok()) << model.error();
+    if (!model->config.is_moe()) GTEST_SKIP() << "dense preset";
+    run_pair(*model, GetParam().kv_dtype, GetParam().preset + " (top-k = all)", false);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyPresets, CudaBaselineVsReference,
+                         testing::Values(PresetCase{"tiny-llama", DType::bf16}, PresetCase{"tiny-llama3", DType::bf16},
+                                         PresetCase{"tiny-qwen2", DType::bf16}, PresetCase{"tiny-qwen3", DType::bf16},
+                                         PresetCase{"tiny-moe", DType::bf16}, PresetCase{"tiny-qwen2-moe", DType::bf16},
+                                         PresetCase{"tiny-mixtral", DType::bf16}, PresetCase{"tiny-llama", DType::f32},
+                                         PresetCase{"tiny-qwen3", DType::f16}),
+                         case_name);
+
+class CudaBaselineGraph : public testing::TestWithParam<std::string> {};
+
+// Four sequences prefilled eagerly, then one decode step captured as a graph and replayed twice
+// with new tokens and positions; each replay must give what the same step gives eagerly.
+TEST_P(CudaBaselineGraph, ReplayWithNewInputsMatchesEager) {
+    if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    auto model = random_model(GetParam());
+    ASSERT_TRUE(model.ok()) << model.error();
+    engine::EngineOptions options;
+    options.device = backend::DeviceKind::cuda;
+    options.forward = "baseline";
+    options.kv.dtype = DType::bf16;
+    options.kv.block_tokens = 16;
+    options.kv.n_block = 64;
+    auto engine = engine::Engine::create(*model, options);
+    ASSERT_TRUE(engine.ok()) << engine.error();
+    auto eager = gpu_test::PluginRig::create(**engine, "baseline");
+    auto graph = gpu_test::PluginRig::create(**engine, "baseline");
+    ASSERT_TRUE(eager.ok()) << eager.error();
+    ASSERT_TRUE(graph.ok()) << graph.error();
+    const int n_vocab = model->config.n_vocab, max_blocks = 8;
+    std::vector<int> lengths = {5, 17, 70, 2};
+    auto blocks_of = [&](int s) {
+        std::vector<int32_t> blocks;
+        for (int b = 0; b < max_blocks; ++b) blocks.push_back(s * max_blocks + b);
+        return blocks;
+    };
+    gpu_test::HostBatch prefill;
+    prefill.max_blocks = max_blocks;
+    for (int s = 0; s < 4; ++s) {
+        std::vector<int32_t> tokens;
+        for (int i = 0; i < lengths[size_t(s)]; ++i) tokens.push_back(int32_t((s * 131 + i * 17) % n_vocab));
+        prefill.add(tokens, 0, blocks_of(s), false);
+    }
+    ASSERT_TRUE((*eager)->run(prefill).ok());
+    auto decode = [&](int step) {
+        gpu_test::HostBatch batch;
+        batch.max_blocks = max_blocks;
+        for (int s = 0; s < 4; ++s) batch.add({int32_t((step * 31 + s * 7) % n_vocab)}, lengths[size_t(s)] + step, blocks_of(s), false);
+        return batch;
+    };
+    ASSERT_TRUE((*graph)->capture(decode(0)).ok());
+    for (int step = 0; step < 3; ++step) {
+        // Replay first (it writes the step's KV), then the eager step rewrites the same KV.
+        ASSERT_TRUE((*graph)->replay(decode(step)).ok());
+        auto replayed = (*graph)->logits();
+        auto expected = (*eager)->run(decode(step));
+        ASSERT_TRUE(replayed.ok() && expected.ok());
+        const auto d = gpu_test::compare(*replayed, *expected);
+        EXPECT_LE(d.max_delta, 1e-5 * d.max_ref) << GetParam() << " step " << step;
+        std::printf("%s graph step %d: max|delta| %.3g (max|ref| %.3g)\n", GetParam().c_str(), step, d.max_delta, d.max_ref);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyPresets, CudaBaselineGraph, testing::Values("tiny-llama", "tiny-moe", "tiny-qwen2-moe"),
+                         [](const testing::TestParamInfo<std::string> &info) {
+                             std::string name = info.param;
+                             for (char &ch : name) {
+                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                             }
+                             return name;
+                         });
+
+}  // namespace
+}  // namespace hp
