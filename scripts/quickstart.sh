@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# README command 1: set everything up, then run the main job on the embedded default (CPU, a
-# built-in model preset). For now the main job writes the tiny-llama preset and greedy-generates
-# from it through the CPU reference forward pass.
+# README command 1: set everything up, then run the main job on the embedded default: a
+# `hotpass optimize` campaign on the CPU with a built-in model preset, synthetic chat traffic and
+# the built-in knob-search agents, for the default short budget. The winner and a report
+# (Markdown, JSON, SVG chart) land in build/quickstart/. Extra arguments go to `hotpass optimize`
+# (e.g. `scripts/quickstart.sh --budget 20m`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/setup.sh
 bin=build/release/bin/hotpass
-$bin model init --preset tiny-llama --out build/models/tiny-llama --force
-$bin model inspect build/models/tiny-llama
-$bin generate --model build/models/tiny-llama --tokens 1,2,3 -n 16
+export HOTPASS_STORE="${HOTPASS_STORE:-$PWD/build/quickstart/store.db}"
+mkdir -p build/quickstart
+$bin optimize --out build/quickstart "$@"
+echo
+echo "report: build/quickstart/report.md"
+$bin generate --model preset:tiny-llama --tokens 1,2,3 -n 16

@@ -9,6 +9,8 @@
 
 #include <filesystem>
 
+#include <spdlog/spdlog.h>
+
 #include "hotpass/core/clock.h"
 #include "hotpass/tune/evaluate.h"
 #include "hotpass/tune/stats.h"
@@ -72,7 +74,9 @@ void bench_swap(const std::vector<std::string> &models) {
                 CallOutcome load = supervisor.call("load", {{"path", artifact.artifact.path.string()}}, 60);
                 if (!load.ok()) throw std::runtime_error(load.message);
                 load_ms.push_back(load.result.value("load_seconds", 0.0) * 1e3);
-                CallOutcome verify = supervisor.call("verify", {{"seed", 7 + k}, {"n_case", 1}, {"greedy_steps", 0}}, 120);
+                // The first verified step: one small random batch (a single sequence of <= 8 tokens).
+                CallOutcome verify = supervisor.call(
+                    "verify", {{"seed", 7 + k}, {"n_case", 1}, {"greedy_steps", 0}, {"max_seq", 1}, {"max_history", 8}, {"max_chunk", 8}}, 300);
                 if (!verify.ok()) throw std::runtime_error(verify.message);
                 first_verified_ms.push_back((now_seconds() - swap_start) * 1e3);
                 (void)supervisor.call("unload", nlohmann::json::object(), 60);
@@ -83,13 +87,15 @@ void bench_swap(const std::vector<std::string> &models) {
         // executor per candidate.
         EvaluateOptions options;
         options.build = build_options();
-        options.shapes = default_shapes(true);
+        const bool large = model == "preset:llama-300m";
+        options.shapes = large ? std::vector<Shape>{{"decode b1 kv32", 1.0, 1, 32, {}}} : default_shapes(true);
         options.n_case = 4;
+        if (large) options.max_seq = 2, options.max_history = 16, options.max_chunk = 8;
         options.greedy_steps = 4;
         options.runner.target_seconds = 0.2;
         options.runner.min_rep = 5;
         options.runner.max_rep = 40;
-        const int n_candidate = 6;
+        const int n_candidate = large ? 3 : 6;
         double per_hour[2];
         for (int restart = 0; restart < 2; ++restart) {
             Supervisor supervisor(launch_for(model, n_layer, "reference"));
@@ -143,6 +149,7 @@ void bench_stats(const std::string &model) {
 }  // namespace
 
 int main(int argc, char **argv) {
+    spdlog::set_level(spdlog::level::warn);
     if (argc < 5) {
         fmt::print(stderr, "usage: executor_bench HOTPASS_BINARY SOURCE_DIR swap|stats MODEL...\n");
         return 2;

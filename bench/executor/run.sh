@@ -9,8 +9,11 @@ cmake --build "$build" --target hotpass executor_bench >/dev/null
 echo "### Executor: cold start, hot swap, experiments per hour"
 echo
 echo "$(date -u +%Y-%m-%d), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, commit $(git rev-parse --short HEAD)."
-echo "Median (min-max) of 5 executor starts and 15 swaps; evaluations = load, 4 verification"
-echo "batches + 4-step greedy check, fast-tier timing (0.2 s/shape), unload, of prebuilt candidates."
+echo "Median (min-max) of 5 executor starts and 15 swaps (first verified step: one random batch of"
+echo "<= 8 tokens); evaluations = load, 4 verification batches + 4-step greedy check, the workload"
+echo "shapes, fast-tier timing (0.2 s/shape), unload, of prebuilt candidates (6 on tiny-llama, 3 on"
+echo "llama-300m, whose fast tier serves 2 of its 16 layers and is verified on batches of <= 2 x 16"
+echo "tokens and timed on one decode shape: the CPU reference it is checked against is slow)."
 echo
 "$build/bin/executor_bench" "$build/bin/hotpass" "$PWD" swap preset:tiny-llama preset:llama-300m
 echo

@@ -149,13 +149,19 @@ LogitComparison compare_logits(const std::vector<float> &reference, const std::v
 
 // A random batch: 1-5 sequences, each a decode token or a prefill chunk, with or without cached
 // history; `kind` 0 = decode only, 1 = prefill only, 2 = mixed. Lengths deliberately odd.
-std::vector<TrialSequence> random_case(std::mt19937_64 &rng, int n_vocab, int kind) {
-    auto uniform = [&](int lo, int hi) { return lo + int(rng() % uint64_t(hi - lo + 1)); };
-    std::vector<TrialSequence> sequences(size_t(uniform(1, 5)));
+// Sizes are bounded by `limits` ({max_seq, max_history, max_chunk}) so a large model's
+// verification stays affordable.
+struct CaseLimits {
+    int max_seq = 5, max_history = 70, max_chunk = 37;
+};
+
+std::vector<TrialSequence> random_case(std::mt19937_64 &rng, int n_vocab, int kind, const CaseLimits &limits) {
+    auto uniform = [&](int lo, int hi) { return lo + int(rng() % uint64_t(std::max(hi, lo) - lo + 1)); };
+    std::vector<TrialSequence> sequences(size_t(uniform(1, limits.max_seq)));
     for (TrialSequence &sequence : sequences) {
         const bool decode = kind == 0 || (kind == 2 && rng() % 2 == 0);
-        const int history = decode ? uniform(1, 70) : (rng() % 2 ? 0 : uniform(1, 40));
-        const int n_token = decode ? 1 : uniform(2, 37);
+        const int history = decode ? uniform(1, limits.max_history) : (rng() % 2 ? 0 : uniform(1, limits.max_history * 4 / 7));
+        const int n_token = decode ? 1 : uniform(2, limits.max_chunk);
         for (int i = 0; i < history; ++i) sequence.history.push_back(int32_t(rng() % uint64_t(n_vocab)));
         for (int i = 0; i < n_token; ++i) sequence.tokens.push_back(int32_t(rng() % uint64_t(n_vocab)));
         sequence.all_logits = !decode && rng() % 2 == 0;
@@ -326,8 +332,12 @@ json run_verify(ExecutorState &state, ForwardPlugin &target, const json &params)
     for (const json &shape : params.value("shapes", json::array())) {
         result["cases"].push_back(verify_case(state, target, shape_case(rng, state.n_vocab(), shape), builder));
     }
+    CaseLimits limits;
+    limits.max_seq = std::max(1, params.value("max_seq", limits.max_seq));
+    limits.max_history = std::max(1, params.value("max_history", limits.max_history));
+    limits.max_chunk = std::max(2, params.value("max_chunk", limits.max_chunk));
     for (int i = 0; i < n_case; ++i) {
-        result["cases"].push_back(verify_case(state, target, random_case(rng, state.n_vocab(), i % 3), builder));
+        result["cases"].push_back(verify_case(state, target, random_case(rng, state.n_vocab(), i % 3, limits), builder));
     }
     if (greedy_steps > 0) result["greedy"] = verify_greedy(state, target, rng, greedy_steps, builder);
     result["resident_growth_bytes"] = int64_t(resident_bytes()) - int64_t(resident_before);

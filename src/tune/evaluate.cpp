@@ -133,6 +133,9 @@ Evaluation evaluate_candidate(Supervisor &supervisor, const Candidate &candidate
     verify_params["seed"] = seed;
     verify_params["n_case"] = options.n_case;
     verify_params["greedy_steps"] = options.greedy_steps;
+    verify_params["max_seq"] = options.max_seq;
+    verify_params["max_history"] = options.max_history;
+    verify_params["max_chunk"] = options.max_chunk;
     CallOutcome verify = supervisor.call("verify", verify_params, options.verify_deadline_seconds);
     if (!verify.ok()) return finish(failure_verdict(verify, "verification"));
     evaluation.hot_swap_seconds = now_seconds() - swap_start;

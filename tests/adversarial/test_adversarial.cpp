@@ -54,6 +54,7 @@ ExecutorLaunch launch(int n_layer) {
     launch.n_layer = n_layer;
     launch.work_dir = kWork / fmt::format("executor-{}", n_layer);
     launch.max_loads = 8;
+    launch.incumbent = "reference";
     return launch;
 }
 

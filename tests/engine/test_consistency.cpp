@@ -60,6 +60,7 @@ TEST_P(Consistency, PrefillEqualsTokenByTokenAcrossBlockSizes) {
     const model::Model model = preset(GetParam());
     const auto tokens = random_tokens(37, model.config.n_vocab, 5);
     EngineOptions options;
+    options.forward = "reference";  // these tests are about the reference
     options.kv.block_tokens = 16;
     auto engine = Engine::create(model, options);
     ASSERT_TRUE(engine.ok()) << engine.error();
@@ -80,6 +81,7 @@ TEST_P(Consistency, BatchedEqualsOneSequenceAtATime) {
     const model::Model model = preset(GetParam());
     const int n_vocab = model.config.n_vocab;
     EngineOptions options;
+    options.forward = "reference";  // these tests are about the reference
     options.kv.block_tokens = 8;
     auto engine = Engine::create(model, options);
     ASSERT_TRUE(engine.ok()) << engine.error();
@@ -108,6 +110,7 @@ TEST_P(Consistency, LowPrecisionKvCacheStaysClose) {
     const model::Model model = preset(GetParam());
     const auto tokens = random_tokens(20, model.config.n_vocab, 9);
     EngineOptions options;
+    options.forward = "reference";  // these tests are about the reference
     auto f32 = Engine::create(model, options);
     options.kv.dtype = DType::bf16;
     auto bf16 = Engine::create(model, options);
@@ -129,6 +132,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, Consistency,
 TEST(Engine, ExpertCountsAddUpAndServedLayersAreBounded) {
     const model::Model model = preset("tiny-moe");
     EngineOptions options;
+    options.forward = "reference";  // these tests are about the reference
     options.n_layer = 2;
     auto engine = Engine::create(model, options);
     ASSERT_TRUE(engine.ok()) << engine.error();
@@ -148,6 +152,7 @@ TEST(Engine, ExpertCountsAddUpAndServedLayersAreBounded) {
 TEST(Engine, FullCacheFailsCleanlyAndBadTokensAreRejected) {
     const model::Model model = preset("tiny-llama");
     EngineOptions options;
+    options.forward = "reference";  // these tests are about the reference
     options.kv.block_tokens = 4;
     options.kv.n_block = 2;
     auto engine = Engine::create(model, options);

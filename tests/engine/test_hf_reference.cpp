@@ -20,6 +20,7 @@ TEST_P(HfReference, LogitsAndGreedyTokensMatchTransformers) {
     ASSERT_TRUE(model.ok()) << model.error();
     auto reference = nlohmann::json::parse(*read_text_file(dir / "hf_reference.json"));
     EngineOptions options;
+    options.forward = "reference";  // these tests are about the reference
     auto engine = Engine::create(*model, options);
     ASSERT_TRUE(engine.ok()) << engine.error();
     const int n_vocab = model->config.n_vocab;

@@ -38,7 +38,7 @@ def check(hotpass, preset, extra_init, workdir):
     rng = random.Random(preset)
     tokens = ",".join(str(rng.randrange(config["vocab_size"])) for _ in range(21))
     ours_logits = os.path.join(workdir, "ours.json")
-    result = json.loads(run([hotpass, "generate", "--model", model_dir, "--tokens", tokens, "-n", str(N_NEW),
+    result = json.loads(run([hotpass, "generate", "--model", model_dir, "--forward", "reference", "--tokens", tokens, "-n", str(N_NEW),
                              "--ignore-eos", "--block-tokens", "8", "--logits", ours_logits, "--json"]))
     ref_path = os.path.join(workdir, "ref.json")
     run([sys.executable, os.path.join(HERE, "hf_forward.py"), model_dir, "--tokens", tokens,

@@ -20,7 +20,7 @@ struct SubmitArgs {
     std::string tier = "fast";
     int fast_layers = 2;
     std::string workload;
-    std::string incumbent = "reference";
+    std::string incumbent = "baseline";
     std::string cache_dir;
     int n_thread = 1;
     int n_case = 12;
@@ -143,7 +143,7 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
         ->check(CLI::IsMember({"fast", "slow"}))->capture_default_str();
     submit->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str();
     submit->add_option("--workload", args->workload, "workload JSON: {\"shapes\": [{name, weight, decode_batch, decode_kv, prefill: []}]}");
-    submit->add_option("--incumbent", args->incumbent, "forward pass to time against: reference, or a .so")->capture_default_str();
+    submit->add_option("--incumbent", args->incumbent, "forward pass to time against: baseline, reference, or a .so")->capture_default_str();
     submit->add_option("--cache", args->cache_dir, "artifact cache directory (default: $TMPDIR/hotpass-artifacts)");
     submit->add_option("--threads", args->n_thread, "CPU threads for forward passes")->capture_default_str();
     submit->add_option("--cases", args->n_case, "random verification batches")->capture_default_str();

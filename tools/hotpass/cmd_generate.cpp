@@ -20,7 +20,7 @@ struct GenerateArgs {
     int prompt_len = 0;
     int n_new = 16;
     int batch = 1;
-    std::string forward = "reference";
+    std::string forward = "baseline";
     std::string device = "cpu";
     int n_layer = 0;
     int n_thread = 1;
@@ -165,7 +165,7 @@ void add_generate_command(CLI::App &app, int &exit_code) {
     cmd->add_option("--prompt-len", args->prompt_len, "use a random prompt of this many tokens instead of --tokens");
     cmd->add_option("-n,--new-tokens", args->n_new, "tokens to generate")->capture_default_str()->check(CLI::NonNegativeNumber);
     cmd->add_option("--batch", args->batch, "sequences decoded together (copies of the prompt)")->capture_default_str()->check(CLI::PositiveNumber);
-    cmd->add_option("--forward", args->forward, "forward pass: reference, or a path to a plugin .so")->capture_default_str();
+    cmd->add_option("--forward", args->forward, "forward pass: baseline (the fast pass), reference (the specification), or a path to a plugin .so")->capture_default_str();
     cmd->add_option("--device", args->device, "where weights, KV cache and the forward pass live (cuda: in-tree names mean forward/cuda/*)")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();

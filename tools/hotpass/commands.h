@@ -10,5 +10,6 @@ void add_model_commands(CLI::App &app, int &exit_code);
 void add_generate_command(CLI::App &app, int &exit_code);
 void add_traffic_commands(CLI::App &app, int &exit_code);
 void add_executor_commands(CLI::App &app, int &exit_code);
+void add_campaign_commands(CLI::App &app, int &exit_code);
 
 }  // namespace hp::cli

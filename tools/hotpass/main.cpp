@@ -23,6 +23,9 @@ int main(int argc, char **argv) {
 #ifdef HOTPASS_HAVE_TRAFFIC
     hp::cli::add_traffic_commands(app, exit_code);
 #endif
+#ifdef HOTPASS_HAVE_CAMPAIGN
+    hp::cli::add_campaign_commands(app, exit_code);
+#endif
     CLI11_PARSE(app, argc, argv);
     return exit_code;
 }

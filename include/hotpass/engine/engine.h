@@ -20,7 +20,7 @@
 namespace hp::engine {
 
 struct EngineOptions {
-    std::string forward = "reference";  // in-tree name or path to a plugin .so
+    std::string forward = "baseline";  // in-tree name (baseline, reference) or path to a plugin .so
     int n_layer = 0;                    // 0: all layers
     int n_thread = 1;
     KvCacheOptions kv;

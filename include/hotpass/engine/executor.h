@@ -17,7 +17,7 @@ struct ExecutorOptions {
     int n_layer = 0;                   // 0: all (slow tier); N: the first N (fast tier)
     std::filesystem::path socket;
     std::string reference = "reference";  // the trusted plugin verification compares against
-    std::string incumbent = "reference";  // the plugin candidates are timed against
+    std::string incumbent = "baseline";   // the plugin candidates are timed against
     int n_thread = 1;
     int max_loads = 32;                // recycle (exit after unload) after this many candidates
     bool sandbox = true;               // seccomp + fault classification (see sandbox.h)

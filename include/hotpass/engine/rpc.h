@@ -1,7 +1,8 @@
 // The executor's RPC: JSON lines over a unix stream socket. A request is
 //   {"id": 7, "method": "verify", "params": {...}}
 // and its reply {"id": 7, "ok": true, "result": {...}} or {"id": 7, "ok": false, "error": "..."}.
-// Methods: status, load {path}, unload, verify {seed, n_case, greedy_steps},
+// Methods: status, load {path}, unload, verify {seed, n_case, greedy_steps, shapes, max_seq,
+// max_history, max_chunk},
 // measure {shapes, seed, warmup, min_rep, max_rep, max_seconds}, shutdown.
 #pragma once
 

@@ -21,6 +21,7 @@ struct EvaluateOptions {
     std::vector<Shape> shapes;
     int n_case = 12;            // random verification batches
     int greedy_steps = 8;
+    int max_seq = 5, max_history = 70, max_chunk = 37;  // bounds on random verification batches
     uint64_t verify_seed = 0;   // 0: fresh from std::random_device (the candidate cannot know it)
     double load_deadline_seconds = 30;
     double verify_deadline_seconds = 120;

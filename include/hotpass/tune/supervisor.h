@@ -19,7 +19,7 @@ struct ExecutorLaunch {
     std::string model;
     uint64_t seed = 0;
     int n_layer = 0;
-    std::string incumbent = "reference";
+    std::string incumbent = "baseline";
     int n_thread = 1;
     int max_loads = 32;
     bool sandbox = true;

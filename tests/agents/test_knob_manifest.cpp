@@ -1,0 +1,62 @@
+#include "hotpass/agents/knob_manifest.h"
+
+#include <gtest/gtest.h>
+
+namespace hp::agents {
+namespace {
+
+const char *kManifest = R"({
+  "schema": "hotpass-knobs/1", "plugin": "test",
+  "knobs": [
+    {"name": "rows", "define": "HP_ROWS", "type": "int", "domain": [1, 2, 4, 8], "default": 1, "changes": ""},
+    {"name": "tokens", "define": "HP_TOKENS", "type": "int", "domain": [1, 2, 4, 8], "default": 4, "changes": ""},
+    {"name": "nr", "define": "HP_NR", "type": "int", "domain": [16, 24, 32], "default": 32, "changes": ""}
+  ],
+  "constraints": [
+    {"expr": "HP_ROWS * HP_TOKENS <= 16", "why": "registers"},
+    {"expr": "HP_NR % 16 == 0", "why": "whole vectors"}
+  ]})";
+
+TEST(KnobManifest, ParsesAndRejectsIllegalCombinations) {
+    auto manifest = parse_knob_manifest(kManifest);
+    ASSERT_TRUE(manifest.ok()) << manifest.error();
+    EXPECT_EQ(manifest->knobs.size(), 3u);
+    EXPECT_FALSE(knob_violation(*manifest, {}).has_value()) << "the defaults are legal";
+    EXPECT_FALSE(knob_violation(*manifest, {{"HP_ROWS", 4}, {"HP_TOKENS", 4}}).has_value());
+    auto registers = knob_violation(*manifest, {{"HP_ROWS", 8}, {"HP_TOKENS", 4}});
+    ASSERT_TRUE(registers.has_value());
+    EXPECT_NE(registers->find("registers"), std::string::npos) << *registers;
+    EXPECT_TRUE(knob_violation(*manifest, {{"HP_NR", 24}}).has_value());
+    EXPECT_TRUE(knob_violation(*manifest, {{"HP_ROWS", 3}}).has_value()) << "outside the domain";
+    EXPECT_TRUE(knob_violation(*manifest, {{"HP_UNKNOWN", 1}}).has_value());
+}
+
+TEST(KnobManifest, ConstraintExpressionsFollowC) {
+    const KnobValues v = {{"A", 7}, {"B", 2}, {"Z", 0}};
+    EXPECT_EQ(evaluate_constraint("A / B", v).value(), 3);  // truncating
+    EXPECT_EQ(evaluate_constraint("-A / B", v).value(), -3);
+    EXPECT_EQ(evaluate_constraint("A % B + 1 * 2", v).value(), 3);
+    EXPECT_EQ(evaluate_constraint("A > B && B >= 2 || Z", v).value(), 1);
+    EXPECT_EQ(evaluate_constraint("!(A == 7) || Z != 0", v).value(), 0);
+    EXPECT_EQ(evaluate_constraint("(A + B) * 2 <= 18", v).value(), 1);
+    EXPECT_FALSE(evaluate_constraint("A / Z", v).ok()) << "division by zero";
+    EXPECT_FALSE(evaluate_constraint("A +", v).ok());
+    EXPECT_FALSE(evaluate_constraint("Q < 1", v).ok()) << "unknown name";
+    EXPECT_FALSE(evaluate_constraint("(A", v).ok());
+}
+
+TEST(KnobManifest, TheInTreeBaselineManifestLoadsAndItsDefaultsAreLegal) {
+    auto manifest = load_knob_manifest(std::string(HOTPASS_SOURCE_DIR) + "/forward/cpu/baseline/knobs.json");
+    ASSERT_TRUE(manifest.ok()) << manifest.error();
+    EXPECT_GE(manifest->knobs.size(), 5u);
+    EXPECT_FALSE(knob_violation(*manifest, default_knob_values(*manifest)).has_value());
+}
+
+TEST(KnobManifest, RejectsMalformedManifests) {
+    EXPECT_FALSE(parse_knob_manifest("[]").ok());
+    EXPECT_FALSE(parse_knob_manifest(R"({"schema": "other/1", "knobs": []})").ok());
+    EXPECT_FALSE(parse_knob_manifest(R"({"schema": "hotpass-knobs/1", "knobs": [{"name": "x"}]})").ok());
+}
+
+}  // namespace
+}  // namespace hp::agents
