@@ -149,6 +149,7 @@ Result<std::unique_ptr<ForwardPlugin>> open_plugin(ExecutorState &state, const s
 }
 
 Result<std::unique_ptr<ExecutorState>> start_executor(const ExecutorOptions &options) {
+    if (options.n_thread < 1) return error("--threads must be at least 1, got {}", options.n_thread);
     auto state = std::make_unique<ExecutorState>();
     state->options = options;
     double phase = now_seconds();
@@ -182,7 +183,7 @@ Result<std::unique_ptr<ExecutorState>> start_executor(const ExecutorOptions &opt
     // Warm-up: one small step through each plugin (first-touch of the weights' pages).
     std::vector<TrialSequence> warm(1);
     warm[0].tokens = {1, 2, 3, 4};
-    HP_CHECK(allocate_blocks(*state, warm), "KV cache too small for a 4-token warm-up");
+    if (!allocate_blocks(*state, warm)) return error("the KV cache is too small for a 4-token warm-up");
     for (ForwardPlugin *plugin : {state->reference.get(), state->incumbent.get()}) {
         BatchBuilder builder;
         CallReport report = call_plugin(*state, *plugin, warm, builder);
@@ -193,14 +194,7 @@ Result<std::unique_ptr<ExecutorState>> start_executor(const ExecutorOptions &opt
     state->read_bandwidth_gbs = measure_read_bandwidth_gbs(options.n_thread);
     lap("bandwidth_probe_seconds");
 
-    for (const model::TensorView &tensor : state->model.tensors) {
-        if (tensor.spec.layer >= n_layer) continue;
-        const auto slot = tensor.spec.slot;
-        const bool expert = slot == model::Slot::expert_gate || slot == model::Slot::expert_up || slot == model::Slot::expert_down;
-        double fraction = expert ? double(state->model.config.n_expert_used) / state->model.config.n_expert : 1.0;
-        if (slot == model::Slot::token_embd && !state->model.config.tied_embeddings) fraction = 1.0 / state->model.config.n_vocab;
-        state->bytes_per_decode_step += uint64_t(double(tensor.n_byte) * fraction);
-    }
+    state->bytes_per_decode_step = model::bytes_read_per_token(state->model, n_layer);
     return state;
 }
 

@@ -139,7 +139,8 @@ LogitComparison compare_logits(const std::vector<float> &reference, const std::v
                 (bits == kPoisonBits ? unwritten_row : nan_row) = true;
                 continue;
             }
-            result.max_delta = std::max(result.max_delta, double(std::fabs(reference[i] - candidate[i])));
+            const double delta = std::fabs(double(reference[i]) - double(candidate[i]));
+            result.max_delta = std::isnan(delta) ? INFINITY : std::max(result.max_delta, delta);
         }
         result.unwritten_rows += unwritten_row;
         result.nan_rows += nan_row && !unwritten_row;
@@ -210,6 +211,11 @@ json verify_case(ExecutorState &state, ForwardPlugin &target, std::vector<TrialS
         const std::vector<uint8_t> candidate_kv_before = snapshot_blocks(state, candidate_side);
         BatchBuilder reference_builder;
         const CallReport expected = call_plugin(state, *state.reference, reference_side, reference_builder);
+        if (!expected.error.empty()) {
+            release_blocks(state, reference_side);
+            release_blocks(state, candidate_side);
+            return {{"error", "the reference failed on the verification batch: " + expected.error}};
+        }
         const uint64_t reference_kv = hash_blocks(state, reference_side);
         const CallReport first = call_plugin(state, target, candidate_side, builder);
         result["plugin_error"] = first.error;
@@ -237,6 +243,7 @@ json verify_case(ExecutorState &state, ForwardPlugin &target, std::vector<TrialS
 }
 
 std::vector<int> top_k(const float *logits, int n_vocab, int k) {
+    k = std::min(k, n_vocab);
     std::vector<int> order(static_cast<size_t>(n_vocab));
     for (int v = 0; v < n_vocab; ++v) order[size_t(v)] = v;
     std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
@@ -258,7 +265,6 @@ GreedyTrace greedy(ExecutorState &state, ForwardPlugin &plugin, const std::vecto
     GreedyTrace trace;
     std::vector<TrialSequence> sequence(1);
     sequence[0].tokens = prompt;
-    sequence[0].history.clear();
     TrialSequence capacity;
     capacity.tokens.resize(prompt.size() + size_t(steps));
     std::vector<TrialSequence> reserve = {capacity};

@@ -83,6 +83,9 @@ Status install_seccomp_filter() {
         if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, SCMP_SYS(open), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, flag, flag));
         if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, SCMP_SYS(openat), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, flag, flag));
     }
+    // TSYNC: the filter applies to threads that already exist (e.g. the incumbent's pool), not only
+    // to the calling thread and its future children.
+    if (rc == 0) rc = seccomp_attr_set(filter, SCMP_FLTATR_CTL_TSYNC, 1);
     if (rc == 0) rc = seccomp_load(filter);
     seccomp_release(filter);
     if (rc != 0) return error("installing the seccomp filter failed: {}", std::strerror(-rc));

@@ -99,9 +99,12 @@ uint64_t bytes_read_per_token(const ModelConfig &config, DType dtype) {
     return uint64_t(bytes);
 }
 
-uint64_t bytes_read_per_token(const Model &model) {
+uint64_t bytes_read_per_token(const Model &model, int n_layer) {
     double bytes = 0;
-    for (const TensorView &tensor : model.tensors) bytes += double(tensor.n_byte) * read_fraction(tensor.spec, model.config);
+    for (const TensorView &tensor : model.tensors) {
+        if (n_layer > 0 && tensor.spec.layer >= n_layer) continue;
+        bytes += double(tensor.n_byte) * read_fraction(tensor.spec, model.config);
+    }
     return uint64_t(bytes);
 }
 

@@ -51,6 +51,7 @@ Measurement summarize(const json &result, const std::vector<Shape> &shapes, cons
     Measurement measurement;
     measurement.raw = result;
     std::vector<std::vector<double>> incumbent_samples, candidate_samples;
+    std::vector<double> sampled_weights;  // weights of the shapes that have samples, in step
     size_t index = 0;
     for (const json &samples : result.value("shapes", json::array())) {
         ShapeMeasurement shape;
@@ -78,6 +79,7 @@ Measurement summarize(const json &result, const std::vector<Shape> &shapes, cons
                             (shape.speedup_ci.low > 1 || shape.speedup_ci.high < 1);
         measurement.weighted_incumbent_ms += shape.weight * shape.incumbent_ms;
         measurement.weighted_candidate_ms += shape.weight * shape.candidate_ms;
+        sampled_weights.push_back(shape.weight);
         incumbent_samples.push_back(std::move(incumbent));
         candidate_samples.push_back(std::move(candidate));
         measurement.shapes.push_back(shape);
@@ -93,7 +95,7 @@ Measurement summarize(const json &result, const std::vector<Shape> &shapes, cons
                 std::vector<double> x(incumbent_samples[s].size()), y(candidate_samples[s].size());
                 for (double &v : x) v = incumbent_samples[s][rng() % x.size()];
                 for (double &v : y) v = candidate_samples[s][rng() % y.size()];
-                const double weight = measurement.shapes[s].weight;
+                const double weight = sampled_weights[s];
                 numerator += weight * median(x);
                 denominator += weight * median(y);
             }

@@ -142,6 +142,7 @@ TEST_F(Adversarial, SkipsLayersBeyondTheFastTier) {
 }
 
 TEST_F(Adversarial, ExecutorIsRecycledAfterMaxLoads) {
+    ASSERT_TRUE(fast_->ensure_started().ok());
     const int starts = fast_->n_start();
     for (int i = 0; i < 9; ++i) {
         const Evaluation evaluation = evaluate_candidate(*fast_, honest(), options(false));

@@ -3,7 +3,7 @@
 // and its reply {"id": 7, "ok": true, "result": {...}} or {"id": 7, "ok": false, "error": "..."}.
 // Methods: status, load {path}, unload, verify {seed, n_case, greedy_steps, shapes, max_seq,
 // max_history, max_chunk},
-// measure {shapes, seed, warmup, min_rep, max_rep, max_seconds}, shutdown.
+// measure {shapes, seed, warmup, min_rep, max_rep, target_seconds}, shutdown.
 #pragma once
 
 #include <nlohmann/json.hpp>

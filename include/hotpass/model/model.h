@@ -39,7 +39,8 @@ struct Model {
 
 // Bytes of weights one decoded token reads: every layer weight (for MoE layers: router,
 // n_expert_used experts and the shared expert), the final norm, lm_head and one embedding row.
-uint64_t bytes_read_per_token(const Model &model);
+// n_layer > 0 counts only the first n_layer decoder layers (the fast tier's).
+uint64_t bytes_read_per_token(const Model &model, int n_layer = 0);
 // The same from a config alone, for weights of `dtype` (presets that are never materialised).
 uint64_t bytes_read_per_token(const ModelConfig &config, DType dtype);
 uint64_t n_param(const ModelConfig &config);

@@ -38,7 +38,7 @@ struct Evaluation {
     nlohmann::json verification;             // the executor's verify reply
     std::optional<Measurement> measurement;
     double load_seconds = 0;                 // dlopen + create
-    double hot_swap_seconds = 0;             // load request -> first verified step done
+    double hot_swap_seconds = 0;             // load request -> the whole verification done
     int executor_starts = 0;                 // executor starts during this evaluation
 };
 
