@@ -41,6 +41,9 @@ EvaluateOptions options(bool measure, double verify_deadline_seconds = 90) {
     options.verify_deadline_seconds = verify_deadline_seconds;
     options.measure_deadline_seconds = 60;
     options.measure = measure;
+    // very_slow sleeps 100 ms per call: 30x+ a tiny-llama decode step, ~1.5x a prefill of 64.
+    // A 5x limit keeps the verdict stable on a loaded machine.
+    options.max_slowdown = 5;
     options.runner.target_seconds = 0.2;
     options.runner.min_rep = 4;
     options.runner.max_rep = 20;
