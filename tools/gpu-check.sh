@@ -7,7 +7,8 @@
 #        tools/gpu-check.sh --stage        (here, after building build/cuda: copy the stripped
 #                                            binaries, plugins and the non-CUDA shared libraries they
 #                                            need into build/gpu-stage, small enough to carry to a
-#                                            GPU machine whose image lacks the C++ dependencies)
+#                                            GPU machine whose image lacks the C++ dependencies;
+#                                            HOTPASS_STAGE_FROM / HOTPASS_STAGE_DIR override both)
 # env:   BUILD_DIR (default build/gpu-stage if present, else build/cuda), HOTPASS_GPU_REBUILD=1 to
 #        configure+build even if a build is present,
 #        HOTPASS_GPU_SKIP_BENCH=1, HOTPASS_GPU_SKIP_HF=1, HOTPASS_GPU_HF_1B=0 (skip the 2.5 GB llama-3.2-1b
@@ -18,9 +19,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GPU_TESTS="test_synthetic_device test_cuda_reference test_cuda_baseline"
 
 if [ "${1:-}" = --stage ]; then
-  from=$ROOT/build/cuda stage=$ROOT/build/gpu-stage
+  from=${HOTPASS_STAGE_FROM:-$ROOT/build/cuda} stage=${HOTPASS_STAGE_DIR:-$ROOT/build/gpu-stage}
   rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib/hotpass/forward" "$stage/runtime-libs"
-  for b in hotpass hotpass_bench_gpu_decode $GPU_TESTS; do strip -o "$stage/bin/$b" "$from/bin/$b"; done
+  for b in hotpass hotpass_bench_gpu_decode $GPU_TESTS; do
+    if [ -x "$from/bin/$b" ]; then strip -o "$stage/bin/$b" "$from/bin/$b"; else echo "not built, not staged: $b"; fi
+  done
   for so in "$from"/lib/hotpass/forward/*.so; do strip --strip-debug -o "$stage/lib/hotpass/forward/$(basename "$so")" "$so"; done
   for lib in libfmt.so.9 libspdlog.so.1.10 libxxhash.so.0; do cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/runtime-libs/" 2>/dev/null; done
   sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$from/CMakeCache.txt" > "$stage/source-root"
@@ -69,6 +72,7 @@ if [ -f "$BUILD_DIR/CTestTestfile.cmake" ]; then
 else  # a staged build: the same tests, run directly
   : > "$OUT_DIR/ctest.log"
   for t in $GPU_TESTS; do
+    [ -x "$BUILD_DIR/bin/$t" ] || { echo "not staged: $t"; continue; }
     timeout "${HOTPASS_GPU_TEST_TIMEOUT:-300}" "$BUILD_DIR/bin/$t" --gtest_color=no 2>&1 | tee -a "$OUT_DIR/ctest.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|actual|check failed" | head -60
   done
   tests_line="gtest (gpu): $(grep -c '^\[       OK \]' "$OUT_DIR/ctest.log") passed, $(grep -c '^\[  FAILED  \] .*\.' "$OUT_DIR/ctest.log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$OUT_DIR/ctest.log") skipped"
