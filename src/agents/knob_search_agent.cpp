@@ -82,7 +82,7 @@ KnobValues KnobSearchAgent::mutate(const KnobValues &parent) {
 ProposeOutcome KnobSearchAgent::propose(const AgentContext &context) {
     // The evolve strategy's parents: the incumbent (speedup 1 against itself) and the correct
     // candidates measured against it (the shared population), the four best first.
-    const ResultSummary incumbent{context.incumbent, "", "", context.incumbent_knobs, "", "incumbent", 1.0, false};
+    const ResultSummary incumbent{context.incumbent, "", "", context.incumbent_knobs, "", "incumbent", 1.0, false, ""};
     std::vector<const ResultSummary *> ranked = {&incumbent};
     for (const ResultSummary &result : context.results) {
         if ((result.code == "faster" || result.code == "not_faster") && result.speedup > 0) ranked.push_back(&result);

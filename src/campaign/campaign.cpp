@@ -13,8 +13,11 @@
 #include <set>
 #include <thread>
 
+#include "hotpass/agents/command_agent.h"
 #include "hotpass/agents/knob_search_agent.h"
+#include "hotpass/agents/llm_agent.h"
 #include "hotpass/campaign/progress.h"
+#include "hotpass/campaign/promotion.h"
 #include "hotpass/campaign/report.h"
 #include "hotpass/campaign/workload_shapes.h"
 #include "hotpass/core/clock.h"
@@ -50,7 +53,13 @@ json options_to_json(const CampaignOptions &o) {
                  json agents = json::array();
                  for (const AgentSpec &a : o.agents) agents.push_back({{"kind", a.kind}, {"count", a.count}});
                  return agents;
-             }()}};
+             }()},
+            {"command", {{"command", o.command.command}, {"turn_seconds", o.command.turn_seconds}, {"max_turns", o.command.max_turns},
+                         {"env", o.command.env}}},
+            // No API key: a resumed campaign reads it from the environment again.
+            {"llm", {{"base_url", o.llm.base_url}, {"model", o.llm.model}, {"max_tokens", o.llm.max_tokens}, {"max_turns", o.llm.max_turns},
+                     {"timeout_seconds", o.llm.timeout_seconds}}},
+            {"workspaces", o.workspaces.string()}};
 }
 
 // A resumed campaign runs with the options it was started with (its budget may be given anew).
@@ -73,6 +82,22 @@ void restore_options(CampaignOptions &o, const json &j) {
         o.agents.clear();
         for (const json &a : j["agents"]) o.agents.push_back({a.value("kind", ""), a.value("count", 1)});
     }
+    if (j.contains("command") && j["command"].is_object()) {
+        const json &c = j["command"];
+        o.command.command = c.value("command", o.command.command);
+        o.command.turn_seconds = c.value("turn_seconds", o.command.turn_seconds);
+        o.command.max_turns = c.value("max_turns", o.command.max_turns);
+        o.command.env = c.value("env", o.command.env);
+    }
+    if (j.contains("llm") && j["llm"].is_object()) {
+        const json &l = j["llm"];
+        o.llm.base_url = l.value("base_url", o.llm.base_url);
+        o.llm.model = l.value("model", o.llm.model);
+        o.llm.max_tokens = l.value("max_tokens", o.llm.max_tokens);
+        o.llm.max_turns = l.value("max_turns", o.llm.max_turns);
+        o.llm.timeout_seconds = l.value("timeout_seconds", o.llm.timeout_seconds);
+    }
+    o.workspaces = j.value("workspaces", o.workspaces.string());
 }
 
 agents::Knobs knobs_of(const json &knobs) {
@@ -81,24 +106,36 @@ agents::Knobs knobs_of(const json &knobs) {
     return out;
 }
 
-class CampaignRun {
+// The campaign is also the agents' Submissions: command and llm agents submit while they work.
+class CampaignRun : public agents::Submissions {
 public:
     CampaignRun(CampaignOptions options, std::unique_ptr<store::Store> store, const std::atomic<bool> *stop)
         : options_(std::move(options)), store_(std::move(store)), objects_(store_->path().parent_path()), stop_(stop) {}
 
     Result<CampaignSummary> run();
 
+    Result<std::string> submit(const std::string &agent, const agents::Proposal &proposal) override;
+    std::optional<agents::ResultSummary> result(const std::string &hash) override;
+    bool stopping() override { return stopping_ || !budget_left(); }
+    double elapsed_seconds() override { return elapsed(); }
+
 private:
+    Status make_agents();
+    // Stores a proposal's sources and queues it; the candidate's hash, and whether it is new.
+    Result<std::pair<std::string, bool>> enqueue(const std::string &agent, const agents::Proposal &proposal);
+    tune::EvaluateOptions tier_options(bool slow_tier) const;
     Status setup();
     Status restore_state();
     void agent_loop(size_t index);
     void builder_loop();
     void evaluate(int64_t candidate_id, bool slow_tier);
-    void promote_to_incumbent(const store::CandidateRecord &record, const tune::Evaluation &evaluation);
+    void promote_to_incumbent(const store::CandidateRecord &record, double speedup, const std::string &artifact);
     void final_check();
     tune::Candidate to_candidate(const store::CandidateRecord &record) const;
     agents::AgentContext context();
-    void record_result(const store::CandidateRecord &record, const std::string &tier, const tune::Evaluation &evaluation);
+    // `repeat`: a confirmation run (repeat-before-promote), not a new evaluation for the counters and the budget.
+    void record_result(const store::CandidateRecord &record, const std::string &tier, const tune::Evaluation &evaluation,
+                       bool repeat = false);
     double elapsed() const { return base_elapsed_ + (now_seconds() - start_); }
     bool budget_left() const;
     void note(const std::string &agent, const std::string &candidate, const std::string &text);
@@ -121,6 +158,8 @@ private:
     std::mutex mutex_;
     std::condition_variable wake_;
     std::atomic<bool> stopping_{false};
+    int n_agents_running_ = 0;  // agent threads that have not retired
+    bool building_ = false;     // the builder holds a candidate taken off the build queue
     std::deque<int64_t> build_queue_, ready_queue_, slow_queue_;
     std::vector<agents::ResultSummary> results_;
     std::set<std::string> known_;
@@ -167,6 +206,13 @@ Status CampaignRun::setup() {
         }
         base_elapsed_ = campaign_.elapsed_s;
     }
+    // Agent configuration errors come before anything is written to the store.
+    for (const AgentSpec &spec : options_.agents) {
+        if (spec.kind == "command" && options_.command.command.empty()) {
+            return error("--agents command:{} needs the command to run: --agent-command 'my-agent --flag'", spec.count);
+        }
+        if (spec.kind == "llm") HP_TRY(agents::validate_llm_config(options_.llm));
+    }
     if (options_.baseline_source.empty()) options_.baseline_source = default_baseline_source();
     auto manifest = agents::load_knob_manifest(options_.baseline_source / "knobs.json");
     if (!manifest.ok()) return Error{manifest.error()};
@@ -209,17 +255,40 @@ Status CampaignRun::setup() {
     HP_TRY(store_->set_elapsed(campaign_.id, base_elapsed_));
     HP_TRY(restore_state());
 
-    const uint64_t seed = options_.agent_seed ? options_.agent_seed : splitmix64(uint64_t(campaign_.id) * 1000003u + uint64_t(base_elapsed_));
-    for (const AgentSpec &spec : options_.agents) {
-        for (int i = 0; i < spec.count; ++i) {
-            const auto strategy = spec.kind == "knob-evolve" ? agents::KnobStrategy::evolve : agents::KnobStrategy::random;
-            agents_.push_back(std::make_unique<agents::KnobSearchAgent>(fmt::format("{}-{}", spec.kind, i + 1), strategy, manifest_,
-                                                                        objects_.sources(source_hash_), source_hash_,
-                                                                        splitmix64(seed + agents_.size())));
-        }
-    }
+    HP_TRY(make_agents());
     fast_ = make_supervisor(false, campaign_.incumbent_artifact, "fast");
     slow_ = make_supervisor(true, campaign_.incumbent_artifact, "slow");
+    return {};
+}
+
+Status CampaignRun::make_agents() {
+    const uint64_t seed = options_.agent_seed ? options_.agent_seed : splitmix64(uint64_t(campaign_.id) * 1000003u + uint64_t(base_elapsed_));
+    const fs::path workspaces = (options_.workspaces.empty() ? store_->path().parent_path() / "workspaces" : options_.workspaces) /
+                                fmt::format("campaign-{}", campaign_.id);
+    // What a command agent must leave alone: the sources every candidate starts from.
+    const std::vector<fs::path> protected_dirs = {objects_.sources(source_hash_), options_.baseline_source};
+    for (const AgentSpec &spec : options_.agents) {
+        for (int i = 0; i < spec.count; ++i) {
+            const std::string name = fmt::format("{}-{}", spec.kind, i + 1);
+            if (spec.kind == "command") {
+                agents::CommandAgentConfig config = options_.command;
+                std::error_code code;
+                const fs::path exe = fs::read_symlink("/proc/self/exe", code);
+                if (config.hotpass_binary.empty() && !code && exe.filename() == "hotpass") config.hotpass_binary = exe;
+                agents_.push_back(std::make_unique<agents::CommandAgent>(name, config, objects_.sources(source_hash_), workspaces / name,
+                                                                         protected_dirs));
+            } else if (spec.kind == "llm") {
+                agents_.push_back(std::make_unique<agents::LlmAgent>(name, options_.llm, objects_.sources(source_hash_), workspaces / name,
+                                                                     store_.get(), campaign_.id));
+            } else if (spec.kind == "knob-random" || spec.kind == "knob-evolve") {
+                const auto strategy = spec.kind == "knob-evolve" ? agents::KnobStrategy::evolve : agents::KnobStrategy::random;
+                agents_.push_back(std::make_unique<agents::KnobSearchAgent>(name, strategy, manifest_, objects_.sources(source_hash_), source_hash_,
+                                                                            splitmix64(seed + agents_.size())));
+            } else {
+                return error("unknown agent kind '{}'", spec.kind);
+            }
+        }
+    }
     return {};
 }
 
@@ -252,18 +321,20 @@ Status CampaignRun::restore_state() {
     }
     const std::string first_tier = options_.two_tiers ? "fast" : "slow";
     std::map<int64_t, agents::ResultSummary> summaries;
+    std::set<std::pair<int64_t, std::string>> seen;  // (candidate, tier): a repeated slow-tier run is not a new evaluation
     for (const auto &verdict : *verdicts) {
         if (verdict.code == "lost") continue;
-        if (verdict.tier == "build" || verdict.tier == first_tier) ++n_first_tier_;
+        const bool first_of_tier = seen.insert({verdict.candidate_id, verdict.tier}).second;
+        if (first_of_tier && (verdict.tier == "build" || verdict.tier == first_tier)) ++n_first_tier_;
         if (verdict.tier == "build") ++n_build_failed_;
-        else if (verdict.tier == "fast" || verdict.tier == "slow") ++n_built_;
-        if (verdict.code == "faster" || verdict.code == "not_faster") ++n_verified_;
+        else if (first_of_tier && (verdict.tier == "fast" || verdict.tier == "slow")) ++n_built_;
+        if (first_of_tier && (verdict.code == "faster" || verdict.code == "not_faster")) ++n_verified_;
         if (verdict.tier == "fast") ++n_fast_;
         if (verdict.tier == "slow") ++n_slow_;
         const auto *record = by_id[verdict.candidate_id];
         if (!record || verdict.tier == "final") continue;
         auto &summary = summaries[verdict.candidate_id];
-        summary = {record->hash, record->agent, record->parent, knobs_of(record->knobs), verdict.tier, verdict.code, 0, false};
+        summary = {record->hash, record->agent, record->parent, knobs_of(record->knobs), verdict.tier, verdict.code, 0, false, verdict.reason};
     }
     for (const auto &m : *measurements) {
         auto found = summaries.find(m.candidate_id);
@@ -291,7 +362,65 @@ agents::AgentContext CampaignRun::context() {
     }
     auto notes = store_->notes(campaign_.id, 50);
     if (notes.ok()) context.notes = *notes;
+    context.submissions = this;
     return context;
+}
+
+Result<std::pair<std::string, bool>> CampaignRun::enqueue(const std::string &agent, const agents::Proposal &proposal) {
+    auto source_hash = objects_.put_sources(proposal.source_dir);
+    if (!source_hash.ok()) return error("cannot store its sources: {}", source_hash.error());
+    store::CandidateRecord record;
+    record.campaign_id = campaign_.id;
+    record.hash = store::candidate_hash(*source_hash, proposal.knobs);
+    record.parent = proposal.parent;
+    record.agent = agent;
+    record.knobs = proposal.knobs;
+    record.notes = proposal.notes;
+    record.source_hash = *source_hash;
+    record.state = "queued";
+    record.elapsed_s = elapsed();
+    auto id = store_->add_candidate(record);
+    if (!id.ok()) return error("cannot record the candidate: {}", id.error());
+    std::lock_guard lock(mutex_);
+    known_.insert(record.hash);
+    if (!*id) return std::pair{record.hash, false};
+    build_queue_.push_back(**id);
+    wake_.notify_all();
+    return std::pair{record.hash, true};
+}
+
+Result<std::string> CampaignRun::submit(const std::string &agent, const agents::Proposal &proposal) {
+    if (stopping()) return error("the campaign is ending");
+    {
+        std::lock_guard lock(mutex_);
+        if (options_.budget.candidates > 0 && int(known_.size()) - n_lost_ >= options_.budget.candidates) {
+            return error("the campaign's candidate budget ({}) is spent", options_.budget.candidates);
+        }
+    }
+    auto queued = enqueue(agent, proposal);
+    if (!queued.ok()) return Error{queued.error()};
+    const auto &[hash, added] = *queued;
+    if (!added && !result(hash)) {
+        // Proposed before: its verdict comes when it is evaluated, unless that candidate was lost.
+        auto found = store_->find_candidates(hash);
+        if (found.ok()) {
+            for (const auto &record : *found) {
+                if (record.campaign_id == campaign_.id && (record.state == "lost" || record.state == "done")) {
+                    return error("an identical candidate was proposed before and ended {} without a verdict to report", record.state);
+                }
+            }
+        }
+    }
+    if (progress_) progress_->event(fmt::format("{} submitted {}{}", agent, hash.substr(0, 12), added ? "" : " (proposed before)"));
+    return hash;
+}
+
+std::optional<agents::ResultSummary> CampaignRun::result(const std::string &hash) {
+    std::lock_guard lock(mutex_);
+    for (auto it = results_.rbegin(); it != results_.rend(); ++it) {
+        if (it->hash == hash) return *it;
+    }
+    return std::nullopt;
 }
 
 void CampaignRun::note(const std::string &agent, const std::string &candidate, const std::string &text) {
@@ -307,6 +436,14 @@ bool CampaignRun::budget_left() const {
 // One agent's thread: keep a few candidates queued ahead of the builder and the executors.
 void CampaignRun::agent_loop(size_t index) {
     agents::Agent &agent = *agents_[index];
+    struct Retire {
+        CampaignRun &run;
+        ~Retire() {
+            std::lock_guard lock(run.mutex_);
+            --run.n_agents_running_;
+            run.wake_.notify_all();
+        }
+    } retire{*this};
     double backoff = 0.5;
     size_t seen = 0;
     while (!stopping_) {
@@ -329,37 +466,26 @@ void CampaignRun::agent_loop(size_t index) {
             outcome.reason = fmt::format("the agent threw: {}", failure.what());
         }
         if (!outcome.proposal) {
-            note(agent.name(), "", fmt::format("no proposal: {}", outcome.reason));
-            if (outcome.exhausted) return;
+            // A turn that submitted candidates (command, llm) worked; anything else is a failure to back off from.
+            const bool worked = outcome.n_submitted > 0;
+            note(agent.name(), "", worked ? outcome.reason : fmt::format("no proposal: {}", outcome.reason));
+            if (outcome.exhausted) {
+                if (progress_) progress_->event(fmt::format("agent {} stops: {}", agent.name(), outcome.reason.substr(0, 300)));
+                return;
+            }
+            if (worked) {
+                backoff = 0.5;
+                continue;
+            }
+            const double wait = outcome.retry_after_seconds > 0 ? outcome.retry_after_seconds : backoff;
+            if (outcome.retry_after_seconds <= 0) backoff = std::min(backoff * 2, 30.0);
             std::unique_lock lock(mutex_);
-            wake_.wait_for(lock, std::chrono::duration<double>(backoff), [&] { return stopping_.load(); });
-            backoff = std::min(backoff * 2, 30.0);
+            wake_.wait_for(lock, std::chrono::duration<double>(wait), [&] { return stopping_.load(); });
             continue;
         }
         backoff = 0.5;
-        const agents::Proposal &proposal = *outcome.proposal;
-        auto source_hash = objects_.put_sources(proposal.source_dir);
-        if (!source_hash.ok()) {
-            note(agent.name(), "", fmt::format("cannot store its sources: {}", source_hash.error()));
-            continue;
-        }
-        store::CandidateRecord record;
-        record.campaign_id = campaign_.id;
-        record.hash = store::candidate_hash(*source_hash, proposal.knobs);
-        record.parent = proposal.parent;
-        record.agent = agent.name();
-        record.knobs = proposal.knobs;
-        record.notes = proposal.notes;
-        record.source_hash = *source_hash;
-        record.state = "queued";
-        record.elapsed_s = elapsed();
-        auto id = store_->add_candidate(record);
-        std::lock_guard lock(mutex_);
-        known_.insert(record.hash);
-        if (id.ok() && *id) {
-            build_queue_.push_back(**id);
-            wake_.notify_all();
-        }
+        auto queued = enqueue(agent.name(), *outcome.proposal);
+        if (!queued.ok()) note(agent.name(), "", queued.error());
     }
 }
 
@@ -373,7 +499,15 @@ void CampaignRun::builder_loop() {
             if (stopping_ || build_queue_.empty()) continue;
             id = build_queue_.front();
             build_queue_.pop_front();
+            building_ = true;
         }
+        struct Built {
+            CampaignRun &run;
+            ~Built() {
+                std::lock_guard lock(run.mutex_);
+                run.building_ = false;
+            }
+        } built{*this};
         auto record = store_->candidate(id);
         if (!record.ok()) continue;
         const tune::BuildOutcome build = tune::build_candidate(to_candidate(*record), build_options_);
@@ -387,17 +521,22 @@ void CampaignRun::builder_loop() {
             continue;
         }
         const std::string code = build.failure == "bad exports" ? "bad_exports" : "build_failed";
-        (void)store_->add_verdict({id, "build", code, fmt::format("{}: {}", build.failure, build.diagnostics.substr(0, 2000)), 0, 0, elapsed()});
+        const std::string reason = fmt::format("{}: {}", build.failure, build.diagnostics.substr(0, 2000));
+        (void)store_->add_verdict({id, "build", code, reason, 0, 0, elapsed()});
         (void)store_->set_candidate_state(id, "done");
-        std::lock_guard lock(mutex_);
-        ++n_build_failed_;
-        ++n_first_tier_;
-        results_.push_back({record->hash, record->agent, record->parent, knobs_of(record->knobs), "build", code, 0, false});
+        {
+            std::lock_guard lock(mutex_);
+            ++n_build_failed_;
+            ++n_first_tier_;
+            results_.push_back({record->hash, record->agent, record->parent, knobs_of(record->knobs), "build", code, 0, false, reason});
+        }
+        // Not under mutex_: the progress line reads the counters through progress_state(), which takes it.
         if (progress_) progress_->event(fmt::format("build {} {} {}: {}", record->hash.substr(0, 12), record->agent, code, build.failure));
     }
 }
 
-void CampaignRun::record_result(const store::CandidateRecord &record, const std::string &tier, const tune::Evaluation &evaluation) {
+void CampaignRun::record_result(const store::CandidateRecord &record, const std::string &tier, const tune::Evaluation &evaluation,
+                                bool repeat) {
     (void)store_->add_verdict({record.id, tier, evaluation.verdict.code, evaluation.verdict.reason, evaluation.hot_swap_seconds,
                                evaluation.executor_starts, elapsed()});
     if (evaluation.measurement) {
@@ -409,24 +548,21 @@ void CampaignRun::record_result(const store::CandidateRecord &record, const std:
     if (tier == "final") return;
     std::lock_guard lock(mutex_);
     executor_starts_ += evaluation.executor_starts;
-    ++n_built_;
-    if (evaluation.verdict.correct()) ++n_verified_;
     if (tier == "fast") ++n_fast_;
     else ++n_slow_;
+    if (repeat) return;  // the first slow-tier result stays the population's; the decision is taken by the caller
+    ++n_built_;
+    if (evaluation.verdict.correct()) ++n_verified_;
     if (tier == (options_.two_tiers ? "fast" : "slow")) ++n_first_tier_;
     agents::ResultSummary summary{record.hash, record.agent, record.parent, knobs_of(record.knobs), tier, evaluation.verdict.code,
                                   evaluation.measurement ? evaluation.measurement->speedup : 0.0,
-                                  evaluation.measurement && evaluation.measurement->significant};
+                                  evaluation.measurement && evaluation.measurement->significant, evaluation.verdict.reason};
     auto same = std::find_if(results_.begin(), results_.end(), [&](const auto &r) { return r.hash == record.hash; });
     if (same != results_.end()) *same = summary;
     else results_.push_back(summary);
 }
 
-void CampaignRun::evaluate(int64_t id, bool slow_tier) {
-    auto record = store_->candidate(id);
-    if (!record.ok()) return;
-    const std::string tier = slow_tier ? "slow" : "fast";
-    (void)store_->set_candidate_state(id, slow_tier ? "evaluating_slow" : "evaluating");
+tune::EvaluateOptions CampaignRun::tier_options(bool slow_tier) const {
     tune::EvaluateOptions eval;
     eval.build = build_options_;
     eval.shapes = slow_tier ? traffic_.slow_shapes : traffic_.fast_shapes;
@@ -434,8 +570,16 @@ void CampaignRun::evaluate(int64_t id, bool slow_tier) {
     eval.greedy_steps = slow_tier ? 16 : 8;
     eval.runner.target_seconds = slow_tier ? options_.slow_seconds_per_shape : options_.fast_seconds_per_shape;
     eval.runner.min_rep = slow_tier ? 15 : 10;
+    return eval;
+}
+
+void CampaignRun::evaluate(int64_t id, bool slow_tier) {
+    auto record = store_->candidate(id);
+    if (!record.ok()) return;
+    const std::string tier = slow_tier ? "slow" : "fast";
+    (void)store_->set_candidate_state(id, slow_tier ? "evaluating_slow" : "evaluating");
     tune::Supervisor &supervisor = slow_tier ? *slow_ : *fast_;
-    const tune::Evaluation evaluation = tune::evaluate_candidate(supervisor, to_candidate(*record), eval);
+    const tune::Evaluation evaluation = tune::evaluate_candidate(supervisor, to_candidate(*record), tier_options(slow_tier));
     if (options_.fresh_executor) supervisor.stop();
     record_result(*record, tier, evaluation);
     std::string outcome;
@@ -448,9 +592,28 @@ void CampaignRun::evaluate(int64_t id, bool slow_tier) {
         slow_queue_.push_back(id);
         outcome = " -> promoted to the slow tier";
     } else if (won) {
-        promote_to_incumbent(*record, evaluation);
+        // Repeat-before-promote: independent slow-tier runs (fresh ABAB timing each) must all say faster.
+        std::vector<SlowRun> runs = {{evaluation.verdict.code, evaluation.measurement->speedup}};
+        SlowTierOutcome decision = decide_slow_tier(runs);
+        std::string artifact = evaluation.build.artifact.path.string();
+        while (decision.decision == SlowTierDecision::run_again && budget_left()) {
+            if (progress_) progress_->event(fmt::format("slow {} {} {}: {}", record->hash.substr(0, 12), record->agent, evaluation.verdict.code, decision.reason));
+            const tune::Evaluation again = tune::evaluate_candidate(*slow_, to_candidate(*record), tier_options(true));
+            if (options_.fresh_executor) slow_->stop();
+            record_result(*record, "slow", again, true);
+            runs.push_back({again.verdict.code, again.measurement ? again.measurement->speedup : 0.0});
+            artifact = again.build.artifact.path.string();
+            decision = decide_slow_tier(runs);
+        }
+        if (decision.decision == SlowTierDecision::promote) {
+            promote_to_incumbent(*record, decision.speedup, artifact);
+            outcome = fmt::format(" -> new incumbent ({})", decision.reason);
+        } else {
+            const std::string why = decision.decision == SlowTierDecision::reject ? decision.reason : "the budget ended before the repeat run";
+            note("campaign", record->hash, fmt::format("{} not promoted: {}", record->hash.substr(0, 12), why));
+            outcome = fmt::format(" -> not confirmed ({})", why);
+        }
         (void)store_->set_candidate_state(id, "done");
-        outcome = " -> new incumbent";
     } else {
         (void)store_->set_candidate_state(id, "done");
     }
@@ -465,14 +628,12 @@ void CampaignRun::evaluate(int64_t id, bool slow_tier) {
     }
 }
 
-void CampaignRun::promote_to_incumbent(const store::CandidateRecord &record, const tune::Evaluation &evaluation) {
-    const double speedup = evaluation.measurement ? evaluation.measurement->speedup : 1.0;
-    const std::string artifact = evaluation.build.artifact.path.string();
+void CampaignRun::promote_to_incumbent(const store::CandidateRecord &record, double speedup, const std::string &artifact) {
     (void)store_->add_promotion({campaign_.id, record.id, "slow", "incumbent", speedup, elapsed()});
     (void)store_->set_incumbent(campaign_.id, record.hash, artifact);
     note("campaign", record.hash,
-         fmt::format("new incumbent {} ({}): {:.3f}x the previous one on the slow tier; knobs {}", record.hash.substr(0, 12), record.agent,
-                     speedup, record.knobs.dump()));
+         fmt::format("new incumbent {} ({}): {:.3f}x the previous one on the slow tier (the smaller of {} runs); knobs {}",
+                     record.hash.substr(0, 12), record.agent, speedup, kSlowRunsToPromote, record.knobs.dump()));
     {
         std::lock_guard lock(mutex_);
         campaign_.incumbent = record.hash;
@@ -535,9 +696,11 @@ Result<CampaignSummary> CampaignRun::run() {
                                  campaign_.id, options_.resume ? "resumed" : "started", options_.model, campaign_.hardware, options_.traffic,
                                  campaign_.tiers, traffic_.fast_shapes.size(), traffic_.slow_shapes.size(), store_->path().string()));
     std::vector<std::thread> threads;
+    n_agents_running_ = int(agents_.size());
     for (size_t i = 0; i < agents_.size(); ++i) threads.emplace_back([this, i] { agent_loop(i); });
     threads.emplace_back([this] { builder_loop(); });
 
+    bool all_done = false;
     while (budget_left()) {
         int64_t id = 0;
         bool slow_tier = false;
@@ -545,6 +708,10 @@ Result<CampaignSummary> CampaignRun::run() {
             std::unique_lock lock(mutex_);
             const bool candidates_spent = options_.budget.candidates > 0 && n_first_tier_ >= options_.budget.candidates;
             if (candidates_spent && slow_queue_.empty()) break;  // promoted candidates still get their slow-tier run
+            if (n_agents_running_ == 0 && !building_ && build_queue_.empty() && ready_queue_.empty() && slow_queue_.empty()) {
+                all_done = true;
+                break;
+            }
             if (!slow_queue_.empty()) {
                 id = slow_queue_.front();
                 slow_queue_.pop_front();
@@ -566,7 +733,8 @@ Result<CampaignSummary> CampaignRun::run() {
     }
     stopping_ = true;
     wake_.notify_all();
-    progress_->event("budget spent; waiting for the agents and the build in progress");
+    progress_->event(all_done ? "every agent has stopped and every candidate is evaluated"
+                              : "budget spent; waiting for the agents and the build in progress");
     for (std::thread &thread : threads) thread.join();
     (void)store_->set_elapsed(campaign_.id, elapsed());
     // Candidates built or queued but never evaluated stay in the store (a resume picks them up).

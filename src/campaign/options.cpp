@@ -44,10 +44,10 @@ Result<std::vector<AgentSpec>> parse_agent_specs(const std::string &spec) {
             const int n_random = (agent.count + 1) / 2, n_evolve = agent.count / 2;
             specs.push_back({"knob-random", n_random});
             if (n_evolve) specs.push_back({"knob-evolve", n_evolve});
-        } else if (agent.kind == "knob-random" || agent.kind == "knob-evolve") {
+        } else if (agent.kind == "knob-random" || agent.kind == "knob-evolve" || agent.kind == "command" || agent.kind == "llm") {
             specs.push_back(agent);
         } else {
-            return error("--agents: unknown kind '{}' (knob-search, knob-random, knob-evolve)", agent.kind);
+            return error("--agents: unknown kind '{}' (knob-search, knob-random, knob-evolve, command, llm)", agent.kind);
         }
     }
     if (specs.empty()) return error("--agents: no agent given");

@@ -52,6 +52,16 @@ CREATE TABLE board_notes (
   id INTEGER PRIMARY KEY, campaign_id INTEGER NOT NULL REFERENCES campaigns(id), agent TEXT NOT NULL,
   candidate TEXT NOT NULL, text TEXT NOT NULL, elapsed_s REAL NOT NULL, created_at REAL NOT NULL);
 )sql",
+    // v2: every request an llm agent sends to its chat endpoint, and the reply.
+    R"sql(
+CREATE TABLE llm_exchanges (
+  id INTEGER PRIMARY KEY, campaign_id INTEGER NOT NULL REFERENCES campaigns(id), agent TEXT NOT NULL,
+  turn INTEGER NOT NULL, url TEXT NOT NULL, model TEXT NOT NULL, request_json TEXT NOT NULL,
+  response TEXT NOT NULL, http_status INTEGER NOT NULL, error TEXT NOT NULL, latency_s REAL NOT NULL,
+  prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, elapsed_s REAL NOT NULL,
+  created_at REAL NOT NULL);
+CREATE INDEX llm_exchanges_by_campaign ON llm_exchanges(campaign_id, agent);
+)sql",
 };
 
 // A prepared statement with positional binding and typed column reads.
@@ -423,6 +433,14 @@ Status Store::add_note(const BoardNote &n) {
         .bind(n.campaign_id).bind(n.agent).bind(n.candidate).bind(n.text).bind(n.elapsed_s).bind(unix_seconds()).run();
 }
 
+Status Store::add_exchange(const ExchangeRecord &e) {
+    std::lock_guard lock(mutex_);
+    return Statement(db_, "INSERT INTO llm_exchanges(campaign_id, agent, turn, url, model, request_json, response, http_status, error, "
+                          "latency_s, prompt_tokens, completion_tokens, elapsed_s, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+        .bind(e.campaign_id).bind(e.agent).bind(e.turn).bind(e.url).bind(e.model).bind(e.request).bind(e.response).bind(e.http_status)
+        .bind(e.error).bind(e.latency_s).bind(e.prompt_tokens).bind(e.completion_tokens).bind(e.elapsed_s).bind(unix_seconds()).run();
+}
+
 Result<std::vector<BuildRecord>> Store::builds(int64_t candidate_id) {
     std::lock_guard lock(mutex_);
     Statement s(db_, "SELECT candidate_id, key, ok, cached, seconds, failure, diagnostics, artifact FROM builds WHERE candidate_id = ? ORDER BY id");
@@ -478,6 +496,17 @@ Result<std::vector<BoardNote>> Store::notes(int64_t campaign_id, size_t limit) {
                      "(SELECT * FROM board_notes WHERE campaign_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id");
     s.bind(campaign_id).bind(int64_t(limit));
     return collect<BoardNote>(s, [](const Statement &r) { return BoardNote{r.integer(0), r.text(1), r.text(2), r.text(3), r.real(4)}; });
+}
+
+Result<std::vector<ExchangeRecord>> Store::exchanges(int64_t campaign_id, const std::string &agent) {
+    std::lock_guard lock(mutex_);
+    Statement s(db_, "SELECT campaign_id, agent, turn, url, model, request_json, response, http_status, error, latency_s, prompt_tokens, "
+                     "completion_tokens, elapsed_s FROM llm_exchanges WHERE campaign_id = ? AND (? = '' OR agent = ?) ORDER BY id");
+    s.bind(campaign_id).bind(agent).bind(agent);
+    return collect<ExchangeRecord>(s, [](const Statement &r) {
+        return ExchangeRecord{r.integer(0), r.text(1), int(r.integer(2)), r.text(3), r.text(4), r.text(5), r.text(6),
+                              int(r.integer(7)), r.text(8), r.real(9), r.integer(10), r.integer(11), r.real(12)};
+    });
 }
 
 }  // namespace hp::store

@@ -58,9 +58,9 @@ TEST(KnobSearchAgent, EvolveMutatesTheBestOfTheSharedPopulation) {
     auto agent = make(KnobStrategy::evolve, 7);
     AgentContext context;
     // Another agent's result on the board: the best candidate so far.
-    ResultSummary best{"besthash", "other", "baseline", {{"HP_ROWS", "2"}, {"HP_TOKENS", "8"}}, "fast", "faster", 1.3, true};
+    ResultSummary best{"besthash", "other", "baseline", {{"HP_ROWS", "2"}, {"HP_TOKENS", "8"}}, "fast", "faster", 1.3, true, ""};
     context.results.push_back(best);
-    context.results.push_back({"worse", "other", "baseline", {{"HP_FUSE", "0"}}, "fast", "not_faster", 0.8, true});
+    context.results.push_back({"worse", "other", "baseline", {{"HP_FUSE", "0"}}, "fast", "not_faster", 0.8, true, ""});
     context.known = {"besthash", "worse"};
     int from_best = 0, n = 0;
     for (int i = 0; i < 15; ++i) {  // of 25 legal combinations

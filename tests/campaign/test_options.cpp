@@ -30,7 +30,14 @@ TEST(CampaignOptions, ParsesAgentSpecs) {
     ASSERT_EQ(explicit_.size(), 2u);
     EXPECT_EQ(explicit_[0].count, 4);
     EXPECT_EQ(explicit_[1].count, 1);
+    auto mixed = parse_agent_specs("knob-search:1,command:2,llm").value();
+    ASSERT_EQ(mixed.size(), 3u);
+    EXPECT_EQ(mixed[1].kind, "command");
+    EXPECT_EQ(mixed[1].count, 2);
+    EXPECT_EQ(mixed[2].kind, "llm");
+    EXPECT_EQ(mixed[2].count, 1);
     EXPECT_FALSE(parse_agent_specs("gpt:1").ok());
+    EXPECT_FALSE(parse_agent_specs("command:x").ok());
     EXPECT_FALSE(parse_agent_specs("knob-random:0").ok());
     EXPECT_FALSE(parse_agent_specs("").ok());
 }

@@ -43,13 +43,13 @@ protected:
     fs::path dir_;
 };
 
-TEST_F(StoreTest, CreatesSchemaVersionOneInWalMode) {
+TEST_F(StoreTest, CreatesTheCurrentSchemaInWalMode) {
     auto store = open();
     EXPECT_EQ(store->schema_version().value(), kSchemaVersion);
     EXPECT_EQ(store->journal_mode().value(), "wal");
     store.reset();
     auto again = open();  // reopening applies nothing twice
-    EXPECT_EQ(again->schema_version().value(), 1);
+    EXPECT_EQ(again->schema_version().value(), kSchemaVersion);
 }
 
 TEST_F(StoreTest, RefusesADatabaseFromANewerHotpass) {
@@ -105,6 +105,53 @@ TEST_F(StoreTest, RoundTripsACampaignAndItsCandidates) {
     EXPECT_EQ(store->promotions(campaign).value().at(0).to_tier, "slow");
     EXPECT_EQ(store->notes(campaign).value().at(0).text, "try 16");
     EXPECT_EQ(store->candidate(**id).value().knobs["HP_GEMV_TOKENS"], "8");
+}
+
+TEST_F(StoreTest, RoundTripsLlmExchanges) {
+    auto store = open();
+    const int64_t campaign = add_campaign(*store);
+    ExchangeRecord e;
+    e.campaign_id = campaign;
+    e.agent = "llm-1";
+    e.turn = 1;
+    e.url = "http://127.0.0.1:8000/v1/chat/completions";
+    e.model = "m";
+    e.request = R"({"model": "m"})";
+    e.response = "{}";
+    e.http_status = 200;
+    e.latency_s = 1.5;
+    e.prompt_tokens = 900;
+    e.completion_tokens = 50;
+    ASSERT_TRUE(store->add_exchange(e).ok());
+    e.agent = "llm-2";
+    e.http_status = 0;
+    e.error = "unreachable";
+    ASSERT_TRUE(store->add_exchange(e).ok());
+    const auto all = store->exchanges(campaign).value();
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_EQ(all[0].http_status, 200);
+    EXPECT_DOUBLE_EQ(all[0].latency_s, 1.5);
+    EXPECT_EQ(all[0].prompt_tokens, 900);
+    EXPECT_EQ(all[1].error, "unreachable");
+    const auto one = store->exchanges(campaign, "llm-2").value();
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(one[0].agent, "llm-2");
+}
+
+TEST_F(StoreTest, MigratesAVersionOneDatabaseForwardKeepingItsRows) {
+    {
+        auto store = open();
+        add_campaign(*store);
+    }
+    // Back to what a version-1 hotpass left: no llm_exchanges, version 1 recorded.
+    sqlite3 *db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "store.db").c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "DROP TABLE llm_exchanges; DELETE FROM schema_migrations WHERE version > 1", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    auto store = open();
+    EXPECT_EQ(store->schema_version().value(), kSchemaVersion);
+    EXPECT_EQ(store->campaigns().value().size(), 1u);
+    EXPECT_TRUE(store->exchanges(1).ok());
 }
 
 TEST_F(StoreTest, InFlightCandidatesBecomeLost) {

@@ -36,6 +36,13 @@ struct OptimizeArgs {
     bool no_final = false;
     bool fresh_executor = false;
     std::string baseline_source;
+    std::string agent_command;
+    double agent_turn_seconds = 600;
+    int agent_turns = 10;
+    std::vector<std::string> agent_env;
+    std::string llm_url, llm_model;
+    int llm_max_tokens = 8192;
+    double llm_timeout = 300;
 };
 
 // The default model for a budget: llama-300m (16 layers, 600 MB of bf16 weights) needs minutes
@@ -60,6 +67,22 @@ int run_optimize(const OptimizeArgs &args) {
         return 2;
     }
     options.agents = *agents;
+    options.command.command = args.agent_command;
+    options.command.turn_seconds = args.agent_turn_seconds;
+    options.command.max_turns = args.agent_turns;
+    options.command.env = args.agent_env;
+    for (const std::string &item : args.agent_env) {
+        if (item.find('=') == std::string::npos || item.front() == '=') {
+            fmt::print(stderr, "error: --agent-env wants KEY=VALUE, got '{}'\n", item);
+            return 2;
+        }
+    }
+    options.llm = agents::llm_config_from_env();
+    if (!args.llm_url.empty()) options.llm.base_url = args.llm_url;
+    if (!args.llm_model.empty()) options.llm.model = args.llm_model;
+    options.llm.max_tokens = args.llm_max_tokens;
+    options.llm.max_turns = args.agent_turns;
+    options.llm.timeout_seconds = args.llm_timeout;
     options.model = args.model == "auto" ? auto_model(options.budget) : args.model;
     options.traffic = args.traffic;
     options.two_tiers = args.tiers == "fast,slow";
@@ -206,15 +229,35 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
         "persistent executor, verified against the reference and timed on the traffic's batch shapes\n"
         "(fast tier: a few layers; slow tier: all layers); the best verified candidate wins.\n"
         "With nothing given: CPU, synthetic chat traffic, two knob-search agents, 3 minutes.\n"
-        "Example: hotpass optimize --budget 20m --out campaign/");
+        "Agents: knob-search (built in), command (any coding-agent CLI, run in its own workspace with\n"
+        "TASK.md and `hotpass submit` on PATH), llm (an OpenAI-compatible chat endpoint from\n"
+        "HOTPASS_LLM_BASE_URL / HOTPASS_LLM_MODEL / HOTPASS_LLM_API_KEY, or the OPENAI_* names).\n"
+        "Examples: hotpass optimize --budget 20m --out campaign/\n"
+        "          hotpass optimize --agents knob-search:1,command:1 --agent-command 'my-agent --yolo'\n"
+        "          HOTPASS_LLM_BASE_URL=http://127.0.0.1:8000/v1 HOTPASS_LLM_MODEL=qwen hotpass optimize --agents llm:2");
     optimize->add_option("--model", args->model,
                          "checkpoint folder or preset:NAME; auto: preset:llama-300m for budgets of 15 minutes or more, else preset:tiny-llama")
         ->capture_default_str();
     optimize->add_option("--traffic", args->traffic, "synthetic preset (chat, code, long-context, agentic), a trace, a profile or a workload JSON")
         ->capture_default_str();
     optimize->add_option("--budget", args->budget, "time and/or candidates: 3m, 90s, 1h, 40, 20m,100 (default 3m)");
-    optimize->add_option("--agents", args->agents, "kinds and counts: knob-search:N, knob-random:N, knob-evolve:N, comma-separated")
+    optimize->add_option("--agents", args->agents,
+                         "kinds and counts, comma-separated: knob-search:N (random and evolve), knob-random:N, knob-evolve:N, "
+                         "command:N (runs --agent-command), llm:N (talks to the HOTPASS_LLM_* endpoint)")
         ->capture_default_str();
+    optimize->add_option("--agent-command", args->agent_command,
+                         "command agents: the shell command line of one turn, run in the agent's workspace (cwd) with TASK.md, src/ "
+                         "and `hotpass submit DIR` on PATH");
+    optimize->add_option("--agent-turn-seconds", args->agent_turn_seconds,
+                         "command agents: wall time of one turn; the command's process group is then killed")
+        ->capture_default_str();
+    optimize->add_option("--agent-turns", args->agent_turns, "command and llm agents: turns (commands run / requests sent) before they retire")
+        ->capture_default_str();
+    optimize->add_option("--agent-env", args->agent_env, "command agents: extra KEY=VALUE in the command's environment (repeatable; stored for --resume)");
+    optimize->add_option("--llm-url", args->llm_url, "llm agents: base URL, requests go to URL/chat/completions (default $HOTPASS_LLM_BASE_URL or $OPENAI_BASE_URL)");
+    optimize->add_option("--llm-model", args->llm_model, "llm agents: model name (default $HOTPASS_LLM_MODEL or $OPENAI_MODEL)");
+    optimize->add_option("--llm-max-tokens", args->llm_max_tokens, "llm agents: max_tokens of each reply")->capture_default_str();
+    optimize->add_option("--llm-timeout", args->llm_timeout, "llm agents: connect/read timeout of one request, seconds")->capture_default_str();
     optimize->add_option("--tiers", args->tiers, "fast,slow (promote fast-tier wins to the slow tier) or slow (every candidate on all layers)")
         ->check(CLI::IsMember({"fast,slow", "slow"}))->capture_default_str();
     optimize->add_option("--resume", args->resume, "continue campaign ID (after a kill, a crash or Ctrl-C)");

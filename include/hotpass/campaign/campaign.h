@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "hotpass/agents/command_agent.h"
+#include "hotpass/agents/llm_agent.h"
 #include "hotpass/campaign/options.h"
 #include "hotpass/core/result.h"
 
@@ -26,6 +28,9 @@ struct CampaignOptions {
     Budget budget{180, 0};
     bool budget_given = true;  // false on a resume: keep the campaign's own budget
     std::vector<AgentSpec> agents = {{"knob-random", 1}, {"knob-evolve", 1}};
+    agents::CommandAgentConfig command;  // the `command` agents' command line, turn budget, env
+    agents::LlmConfig llm;               // the `llm` agents' endpoint (the API key is never stored)
+    std::filesystem::path workspaces;    // command/llm agents' workspaces; empty: <store dir>/workspaces
     bool two_tiers = true;  // false: --tiers slow
     int fast_layers = 2;
     int n_thread = 1;       // executor threads

@@ -11,11 +11,12 @@
 namespace hp::campaign {
 
 struct AgentSpec {
-    std::string kind;  // knob-random | knob-evolve
+    std::string kind;  // knob-random | knob-evolve | command | llm
     int count = 1;
 };
 
-// "knob-search:2" (= one random and one evolve agent), "knob-random:1,knob-evolve:2".
+// "knob-search:2" (= one random and one evolve agent), "knob-random:1,knob-evolve:2",
+// "command:1" (runs --agent-command), "llm:2" (talks to the HOTPASS_LLM_* endpoint); comma-separated.
 Result<std::vector<AgentSpec>> parse_agent_specs(const std::string &spec);
 // "3m", "180s", "1h", "20" (candidates), "5m,40" (both). Zero means unlimited.
 struct Budget {

@@ -88,6 +88,22 @@ struct BoardNote {
     double elapsed_s = 0;
 };
 
+// One request to a chat endpoint by an llm agent and what came back (or why nothing did).
+struct ExchangeRecord {
+    int64_t campaign_id = 0;
+    std::string agent;
+    int turn = 0;
+    std::string url;
+    std::string model;
+    std::string request;    // the JSON body sent (no credentials)
+    std::string response;   // the body received, truncated
+    int http_status = 0;    // 0: no HTTP reply (unreachable, timeout)
+    std::string error;      // transport failure, rate limit, unparseable reply...; empty when the reply was used
+    double latency_s = 0;
+    int64_t prompt_tokens = 0, completion_tokens = 0;  // from the reply's usage, when given
+    double elapsed_s = 0;
+};
+
 struct ProfileRecord {
     int64_t id = 0;
     std::string hash;

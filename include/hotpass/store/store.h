@@ -1,5 +1,5 @@
 // The campaign store: a SQLite database (WAL) holding campaigns, candidates, builds, verdicts,
-// measurements, promotions, board notes and traffic profiles, with a versioned schema migrated
+// measurements, promotions, board notes, traffic profiles and llm exchanges, with a versioned schema migrated
 // forward on open. Every write is its own transaction, so a process killed at any moment leaves
 // the database at the last completed write. One connection per Store, serialised by a mutex, so a
 // Store may be shared by the campaign's threads. Failures (a locked or corrupt file) are data.
@@ -19,7 +19,7 @@ struct sqlite3;
 
 namespace hp::store {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 class Store {
 public:
@@ -61,6 +61,7 @@ public:
     Status add_measurement(const MeasurementRecord &measurement);
     Status add_promotion(const PromotionRecord &promotion);
     Status add_note(const BoardNote &note);
+    Status add_exchange(const ExchangeRecord &exchange);
 
     Result<std::vector<BuildRecord>> builds(int64_t candidate_id);
     Result<std::vector<VerdictRecord>> verdicts(int64_t candidate_id);
@@ -70,6 +71,8 @@ public:
     Result<std::vector<VerdictRecord>> campaign_verdicts(int64_t campaign_id);
     Result<std::vector<PromotionRecord>> promotions(int64_t campaign_id);
     Result<std::vector<BoardNote>> notes(int64_t campaign_id, size_t limit = 100);
+    // A campaign's llm exchanges, oldest first (all agents, or one).
+    Result<std::vector<ExchangeRecord>> exchanges(int64_t campaign_id, const std::string &agent = "");
 
 private:
     Store() = default;

@@ -1,0 +1,24 @@
+// What a coding agent is told (DESIGN §7): the goal, the rules a candidate must keep, what each
+// verdict code means, and the campaign's latest results and board notes as text. The command
+// agent writes it into its workspace as TASK.md; the llm agent sends it in its messages. One text,
+// so both kinds of agent play by the same rules.
+#pragma once
+
+#include <string>
+
+#include "hotpass/agents/agent.h"
+
+namespace hp::agents {
+
+// The goal and the rules of a candidate directory (how it is built, what it must export, what the
+// verifier checks, what is forbidden).
+std::string task_rules();
+// One line per verdict code (include/hotpass/tune/verdict.h), in the order a candidate meets the gates.
+std::string verdict_guide();
+// The population's measured candidates, best first, then the latest failures with their reasons;
+// at most `max_rows` of each. Markdown.
+std::string results_text(const AgentContext &context, size_t max_rows = 12);
+// The latest board notes, newest last, at most `max_notes`.
+std::string notes_text(const AgentContext &context, size_t max_notes = 15);
+
+}  // namespace hp::agents
