@@ -67,7 +67,17 @@ public:
         for (uint64_t i = 0; i < n; ++i) store(dtype, dst, i, std == 0.0f ? mean : mean + std * normal_at(key, i));
         return Status::success();
     }
+    Status copy(void *dst, const void *src, size_t bytes) override {
+        std::memmove(dst, src, bytes);
+        return Status::success();
+    }
+    Result<uint64_t> checksum(const void *data, size_t bytes) override { return hash64(data, bytes); }
+    Status flush_cache() override { return Status::success(); }
     Status synchronize() override { return Status::success(); }
+    Status synchronize_device() override { return Status::success(); }
+    Result<std::unique_ptr<Graph>> capture(const std::function<Status()> &) override {
+        return error("graph capture is a CUDA feature; the CPU backend runs steps eagerly");
+    }
     std::unique_ptr<EventTimer> create_timer() override { return std::make_unique<HostTimer>(); }
     void *stream() const override { return nullptr; }
 

@@ -1,12 +1,12 @@
 #include "hotpass/engine/engine.h"
 
 #include "hotpass/engine/batch.h"
+#include "hotpass/engine/device_step.h"
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
 
-#include "hotpass/core/hash.h"
 
 namespace hp::engine {
 
@@ -33,7 +33,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model &model, const 
 
     phase = std::chrono::steady_clock::now();
     std::vector<const void *> tensor_data;
-    if (on_cuda) HP_TRY(engine->place_weights(options, n_layer, tensor_data));
+    if (on_cuda) {
+        auto weights = place_weights(*engine->backend_, model, n_layer, options.synthetic);
+        if (!weights.ok()) return Error{weights.error()};
+        engine->weight_arena_ = weights->arena;
+        tensor_data = std::move(weights->tensor_data);
+        engine->scratch_ = std::make_unique<DeviceBuffers>(*engine->backend_);
+    }
     engine->startup_.weights_ms = elapsed_ms(phase);
 
     phase = std::chrono::steady_clock::now();
@@ -64,9 +70,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const model::Model &model, const 
         engine->remove_sequence(seq);
         if (!logits.ok()) return Error{logits.error()};
         std::fill(engine->expert_counts_.begin(), engine->expert_counts_.end(), 0);
-        if (on_cuda && !engine->expert_counts_.empty()) {
-            HP_TRY(engine->backend_->memset(engine->scratch_[2].first, 0, engine->expert_counts_.size() * sizeof(int32_t)));
-        }
         engine->startup_.warm_up_ms = elapsed_ms(phase);
     }
     return engine;
@@ -76,59 +79,8 @@ Engine::~Engine() {
     plugin_.reset();
     binding_.reset();
     kv_.reset();
-    if (backend_) {
-        for (auto &[ptr, bytes] : scratch_) backend_->free(ptr);
-        backend_->free(weight_arena_);
-    }
-}
-
-// Weights on the device, once, in one allocation: each tensor uploaded as stored, or (a model
-// with no host memory, from preset_shell) generated there with model::synthesize_tensor's
-// recipe, which tests/gpu checks bit for bit. Layers past n_layer stay behind.
-Status Engine::place_weights(const EngineOptions &options, int n_layer, std::vector<const void *> &tensor_data) {
-    const auto aligned = [](uint64_t bytes) { return (bytes + 255) / 256 * 256; };
-    uint64_t total = 0;
-    for (const model::TensorView &tensor : model_.tensors) {
-        if (tensor.spec.layer < n_layer) total += aligned(tensor.n_byte);
-    }
-    weight_arena_ = backend_->alloc(std::max<uint64_t>(total, 1), 256);
-    if (!weight_arena_) return error("out of device memory placing {:.2f} GB of weights", total / 1e9);
-    uint64_t offset = 0;
-    for (const model::TensorView &tensor : model_.tensors) {
-        if (tensor.spec.layer >= n_layer) {
-            tensor_data.push_back(nullptr);
-            continue;
-        }
-        void *dst = static_cast<char *>(weight_arena_) + offset;
-        offset += aligned(tensor.n_byte);
-        tensor_data.push_back(dst);
-        if (tensor.data) {
-            HP_TRY(backend_->upload(dst, tensor.data, tensor.n_byte));
-            continue;
-        }
-        if (!model_.source.starts_with("preset:")) return error("tensor {} has no data and the model is no preset", tensor.spec.name);
-        float mean = 0.0f, std = model_.config.initializer_range;
-        if (tensor.spec.is_norm()) {
-            mean = 1.0f;
-            std = options.synthetic.norm_std;
-        } else if (tensor.spec.is_bias()) {
-            std = options.synthetic.bias_std;
-        }
-        HP_TRY(backend_->fill_normal(dst, tensor.dtype, tensor.n_element(), hash64(tensor.spec.name, options.synthetic.seed), mean, std));
-    }
-    return Status::success();
-}
-
-void *Engine::device_scratch(size_t index, size_t bytes) {
-    if (scratch_.size() <= index) scratch_.resize(index + 1, {nullptr, 0});
-    auto &[ptr, capacity] = scratch_[index];
-    if (capacity < bytes) {
-        backend_->free(ptr);
-        capacity = std::max(bytes, 2 * capacity);
-        ptr = backend_->alloc(capacity, 256);
-        if (!ptr) capacity = 0;
-    }
-    return ptr;
+    scratch_.reset();
+    if (backend_) backend_->free(weight_arena_);
 }
 
 // One plugin call. On CUDA the plugin gets device copies of the batch arrays (packed in one
@@ -136,34 +88,17 @@ void *Engine::device_scratch(size_t index, size_t bytes) {
 // host buffers, and an asynchronous device error (a poisoned context) is reported here.
 Status Engine::run_plugin(const hp_batch &batch, hp_output &out) {
     if (backend_->kind() != backend::DeviceKind::cuda) return plugin_->forward(batch, out);
-    std::vector<int32_t> packed;
-    size_t offsets[5];
-    const std::pair<const int32_t *, size_t> arrays[5] = {
-        {batch.token_ids, size_t(batch.n_token)},
-        {batch.positions, size_t(batch.n_token)},
-        {batch.seq_token_start, size_t(batch.n_seq) + 1},
-        {batch.block_tables, size_t(batch.n_seq) * size_t(batch.max_blocks_per_seq)},
-        {batch.logit_rows, size_t(batch.n_logit_row)}};
-    for (size_t i = 0; i < 5; ++i) {
-        offsets[i] = packed.size();
-        packed.insert(packed.end(), arrays[i].first, arrays[i].first + arrays[i].second);
-    }
+    const PackedBatch packed = pack_batch(batch);
     const size_t logits_bytes = size_t(batch.n_logit_row) * size_t(config().n_vocab) * sizeof(float);
     const size_t counts_bytes = expert_counts_.size() * sizeof(int32_t);
-    const bool counts_new = counts_bytes && (scratch_.size() <= 2 || scratch_[2].second < counts_bytes);
-    auto *ints = static_cast<int32_t *>(device_scratch(0, std::max<size_t>(packed.size(), 1) * sizeof(int32_t)));
-    auto *logits = static_cast<float *>(device_scratch(1, std::max<size_t>(logits_bytes, 4)));
-    auto *counts = static_cast<int32_t *>(device_scratch(2, std::max<size_t>(counts_bytes, 4)));
+    auto *ints = static_cast<int32_t *>(scratch_->get(0, std::max<size_t>(packed.ints.size(), 1) * sizeof(int32_t)));
+    auto *logits = static_cast<float *>(scratch_->get(1, std::max<size_t>(logits_bytes, 4)));
+    auto *counts = static_cast<int32_t *>(scratch_->get(2, std::max<size_t>(counts_bytes, 4)));
     if (!ints || !logits || !counts) return error("out of device memory for a step of {} tokens", batch.n_token);
-    HP_TRY(backend_->upload(ints, packed.data(), packed.size() * sizeof(int32_t)));
+    HP_TRY(backend_->upload(ints, packed.ints.data(), packed.ints.size() * sizeof(int32_t)));
     HP_TRY(backend_->memset(logits, 0xff, logits_bytes));  // all-ones bits: NaN
-    if (counts_new) HP_TRY(backend_->upload(counts, expert_counts_.data(), counts_bytes));
-    hp_batch device_batch = batch;
-    device_batch.token_ids = ints + offsets[0];
-    device_batch.positions = ints + offsets[1];
-    device_batch.seq_token_start = ints + offsets[2];
-    device_batch.block_tables = ints + offsets[3];
-    device_batch.logit_rows = ints + offsets[4];
+    if (counts_bytes) HP_TRY(backend_->upload(counts, expert_counts_.data(), counts_bytes));
+    hp_batch device_batch = device_batch_view(batch, packed, ints);
     hp_output device_out{logits, counts_bytes ? counts : nullptr};
     HP_TRY(plugin_->forward(device_batch, device_out));
     HP_TRY(backend_->download(out.logits, logits, logits_bytes));

@@ -14,6 +14,7 @@
 
 #include "executor_state.h"
 #include "hotpass/core/clock.h"
+#include "hotpass/core/dtype.h"
 #include "hotpass/core/hash.h"
 #include "hotpass/engine/rpc.h"
 #include "hotpass/engine/sandbox.h"
@@ -76,6 +77,38 @@ uint64_t batch_hash(const hp_batch &batch) {
 
 }  // namespace
 
+ExecutorState::~ExecutorState() {
+    // Graphs first (they refer to the plugins' kernels), then the plugins (their code), then the
+    // memory they ran over; the backend (the CUDA context) goes last.
+    candidate_graphs.clear();
+    incumbent_graphs.clear();
+    candidate.reset();
+    incumbent.reset();
+    reference.reset();
+    binding.reset();
+    kv.reset();
+    buffers.reset();
+    if (backend && device_weights.arena) backend->free(device_weights.arena);
+}
+
+size_t kv_block_bytes(const ExecutorState &state) {
+    const hp_kv_cache &kv = *state.abi().kv;
+    return size_t(kv.block_tokens) * size_t(state.abi().config.n_head_kv) * size_t(state.abi().config.d_head) *
+           dtype_size(DType(kv.dtype));
+}
+
+void check_device_weights(ExecutorState &state, const char *during) {
+    if (!state.on_cuda()) return;  // the CPU's weights are read-only mappings (sandbox.h)
+    auto sum = state.backend->checksum(state.device_weights.arena, state.device_weights.bytes);
+    if (!sum.ok()) throw DeviceFault(sum.error());
+    if (*sum != state.weights_checksum) {
+        std::fprintf(stderr, "hotpass-executor: the device weights changed during %s (checksum %016llx, was %016llx)\n", during,
+                     static_cast<unsigned long long>(*sum), static_cast<unsigned long long>(state.weights_checksum));
+        std::fflush(stderr);
+        _exit(kExitWroteWeights);
+    }
+}
+
 CallReport call_plugin(ExecutorState &state, ForwardPlugin &plugin, const std::vector<TrialSequence> &sequences,
                        BatchBuilder &builder) {
     builder.clear();
@@ -92,16 +125,41 @@ CallReport call_plugin(ExecutorState &state, ForwardPlugin &plugin, const std::v
     std::vector<float> buffer(n_logit + 2 * kCanaryFloats, poison);
     std::fill(buffer.begin(), buffer.begin() + kCanaryFloats, canary);
     std::fill(buffer.end() - kCanaryFloats, buffer.end(), canary);
-    const uint64_t inputs_before = batch_hash(batch);
-
-    hp_output out{};
-    out.logits = buffer.data() + kCanaryFloats;
     CallReport report;
-    const double start = now_seconds();
-    Status status = plugin.forward(batch, out);
-    report.seconds = now_seconds() - start;
+    hp_output out{};
+    Status status = Status::success();
+    if (!state.on_cuda()) {
+        const uint64_t inputs_before = batch_hash(batch);
+        out.logits = buffer.data() + kCanaryFloats;
+        const double start = now_seconds();
+        status = plugin.forward(batch, out);
+        report.seconds = now_seconds() - start;
+        report.inputs_intact = batch_hash(batch) == inputs_before;
+    } else {
+        // The same on the device: batch arrays and fenced logits in device buffers; the host
+        // clock runs to a whole-device synchronize, so work left on another stream is counted.
+        const PackedBatch packed = pack_batch(batch);
+        const size_t ints_bytes = std::max<size_t>(packed.ints.size(), 1) * sizeof(int32_t);
+        auto *ints = static_cast<int32_t *>(state.buffers->get(0, ints_bytes));
+        auto *logits = static_cast<float *>(state.buffers->get(1, buffer.size() * sizeof(float)));
+        if (!ints || !logits) throw std::runtime_error(fmt::format("out of device memory for a step of {} tokens", batch.n_token));
+        auto checked = [](Status step) {
+            if (!step.ok()) throw DeviceFault(step.error());
+        };
+        checked(state.backend->upload(ints, packed.ints.data(), packed.ints.size() * sizeof(int32_t)));
+        checked(state.backend->upload(logits, buffer.data(), buffer.size() * sizeof(float)));
+        const hp_batch device_batch = device_batch_view(batch, packed, ints);
+        out.logits = logits + kCanaryFloats;
+        const double start = now_seconds();
+        status = plugin.forward(device_batch, out);
+        checked(state.backend->synchronize_device());
+        report.seconds = now_seconds() - start;
+        std::vector<int32_t> after(packed.ints.size());
+        checked(state.backend->download(after.data(), ints, after.size() * sizeof(int32_t)));
+        report.inputs_intact = after == packed.ints;
+        checked(state.backend->download(buffer.data(), logits, buffer.size() * sizeof(float)));
+    }
     if (!status.ok()) report.error = status.error();
-    report.inputs_intact = batch_hash(batch) == inputs_before;
     for (size_t i = 0; i < kCanaryFloats; ++i) {
         uint32_t before_bits, after_bits;
         std::memcpy(&before_bits, &buffer[i], 4);
@@ -139,12 +197,32 @@ double measure_read_bandwidth_gbs(int n_thread) {
     return best;
 }
 
+// Device-to-device copy bandwidth (bytes read + written, best of 5 copies of 512 MiB), the
+// convention of the CUDA roofline (docs/cuda.md).
+Result<double> measure_device_bandwidth_gbs(backend::Backend &backend) {
+    const size_t bytes = size_t(512) << 20;
+    DeviceBuffers buffers(backend);
+    void *from = buffers.get(0, bytes), *to = buffers.get(1, bytes);
+    if (!from || !to) return error("out of device memory for the bandwidth probe");
+    auto timer = backend.create_timer();
+    double best = 0;
+    for (int trial = 0; trial < 5; ++trial) {
+        timer->start();
+        HP_TRY(backend.copy(to, from, bytes));
+        timer->stop();
+        auto ms = timer->elapsed_ms();
+        if (!ms.ok()) return Error{ms.error()};
+        if (*ms > 0) best = std::max(best, 2.0 * double(bytes) / (*ms * 1e-3) / 1e9);
+    }
+    return best;
+}
+
 Result<std::unique_ptr<ForwardPlugin>> open_plugin(ExecutorState &state, const std::string &name_or_path) {
-    auto path = resolve_forward(name_or_path);
+    auto path = resolve_forward(name_or_path, state.on_cuda() ? HP_DEVICE_CUDA : HP_DEVICE_CPU);
     if (!path.ok()) return Error{path.error()};
     auto plugin = ForwardPlugin::open(*path);
     if (!plugin.ok()) return Error{plugin.error()};
-    HP_TRY((*plugin)->create(&state.abi(), state.options.n_thread));
+    HP_TRY((*plugin)->create(&state.abi(), state.options.n_thread, state.on_cuda() ? state.backend.get() : nullptr));
     return plugin;
 }
 
@@ -158,17 +236,33 @@ Result<std::unique_ptr<ExecutorState>> start_executor(const ExecutorOptions &opt
         state->startup[name] = now - phase;
         phase = now;
     };
+    auto backend = backend::create_backend(options.device, options.device_index);
+    if (!backend.ok()) return Error{backend.error()};
+    state->backend = std::move(backend).value();
+    const bool on_cuda = state->on_cuda();
+    lap("context_seconds");
     model::SyntheticOptions synthetic;
     synthetic.seed = options.seed;
-    auto model = model::open_model(options.model, synthetic);
+    // On CUDA a preset needs no host copy: its weights are generated on the device.
+    auto model = on_cuda && options.model.starts_with("preset:") ? preset_shell(options.model, DType::bf16)
+                                                                 : model::open_model(options.model, synthetic);
     if (!model.ok()) return Error{model.error()};
     state->model = std::move(model).value();
-    lap("weights_seconds");
     const int n_layer = options.n_layer > 0 ? std::min(options.n_layer, state->model.config.n_layer) : state->model.config.n_layer;
-    auto kv = KvCache::create(n_layer, state->model.config.n_head_kv, state->model.config.d_head, options.kv);
+    std::vector<const void *> tensor_data;
+    if (on_cuda) {
+        auto weights = place_weights(*state->backend, state->model, n_layer, synthetic);
+        if (!weights.ok()) return Error{weights.error()};
+        state->device_weights = std::move(weights).value();
+        tensor_data = state->device_weights.tensor_data;
+        state->buffers = std::make_unique<DeviceBuffers>(*state->backend);
+    }
+    lap("weights_seconds");
+    auto kv = KvCache::create(n_layer, state->model.config.n_head_kv, state->model.config.d_head, options.kv,
+                              on_cuda ? state->backend.get() : nullptr);
     if (!kv.ok()) return Error{kv.error()};
     state->kv = std::move(kv).value();
-    auto binding = ModelBinding::create(state->model, *state->kv, n_layer);
+    auto binding = ModelBinding::create(state->model, *state->kv, n_layer, on_cuda ? HP_DEVICE_CUDA : HP_DEVICE_CPU, tensor_data);
     if (!binding.ok()) return Error{binding.error()};
     state->binding = std::move(binding).value();
     lap("kv_cache_seconds");
@@ -191,7 +285,17 @@ Result<std::unique_ptr<ExecutorState>> start_executor(const ExecutorOptions &opt
     }
     release_blocks(*state, warm);
     lap("warmup_seconds");
-    state->read_bandwidth_gbs = measure_read_bandwidth_gbs(options.n_thread);
+    if (on_cuda) {
+        auto sum = state->backend->checksum(state->device_weights.arena, state->device_weights.bytes);
+        if (!sum.ok()) return Error{sum.error()};
+        state->weights_checksum = *sum;
+        lap("weights_checksum_seconds");
+        auto bandwidth = measure_device_bandwidth_gbs(*state->backend);
+        if (!bandwidth.ok()) return Error{bandwidth.error()};
+        state->read_bandwidth_gbs = *bandwidth;
+    } else {
+        state->read_bandwidth_gbs = measure_read_bandwidth_gbs(options.n_thread);
+    }
     lap("bandwidth_probe_seconds");
 
     state->bytes_per_decode_step = model::bytes_read_per_token(state->model, n_layer);
@@ -200,6 +304,9 @@ Result<std::unique_ptr<ExecutorState>> start_executor(const ExecutorOptions &opt
 
 json status_json(const ExecutorState &state) {
     return {{"model", state.options.model},
+            {"device", std::string(backend::device_name(state.options.device))},
+            {"device_name", state.backend->info().name},
+            {"persisting_l2_bytes", state.backend->info().persisting_l2_bytes},
             {"architecture", std::string(model::architecture_hf_name(state.model.config.arch))},
             {"n_layer", state.abi().config.n_layer},
             {"n_layer_model", state.model.config.n_layer},
@@ -237,8 +344,15 @@ json handle(ExecutorState &state, const json &request, bool &stop) {
         const double start = now_seconds();
         auto plugin = ForwardPlugin::open(path);
         if (!plugin.ok()) throw std::runtime_error(plugin.error());
-        if (Status status = (*plugin)->create(&state.abi(), state.options.n_thread); !status.ok()) {
+        if (Status status = (*plugin)->create(&state.abi(), state.options.n_thread, state.on_cuda() ? state.backend.get() : nullptr);
+            !status.ok()) {
+            if (state.on_cuda()) {  // a create() that faulted the device leaves nothing usable
+                if (Status device = state.backend->synchronize_device(); !device.ok()) throw DeviceFault(device.error());
+            }
             throw std::runtime_error(status.error());
+        }
+        if (state.on_cuda()) {
+            if (Status device = state.backend->synchronize_device(); !device.ok()) throw DeviceFault(device.error());
         }
         state.candidate = std::move(plugin).value();
         state.candidate_path = path;
@@ -248,6 +362,7 @@ json handle(ExecutorState &state, const json &request, bool &stop) {
     if (method == "unload") {
         if (!state.candidate) throw std::runtime_error("no candidate is loaded");
         const size_t private_bytes = state.candidate->private_bytes();
+        state.candidate_graphs.clear();  // before the code they launch is unloaded
         state.candidate.reset();
         state.candidate_path.clear();
         const int threads_after = thread_count();
@@ -260,14 +375,20 @@ json handle(ExecutorState &state, const json &request, bool &stop) {
     }
     if (method == "verify") {
         if (!state.candidate) throw std::runtime_error("verify needs a loaded candidate");
-        return run_verify(state, *state.candidate, params);
+        json result = run_verify(state, *state.candidate, params);
+        check_device_weights(state, "verification");
+        return result;
     }
     if (method == "measure") {
         if (!state.candidate) throw std::runtime_error("measure needs a loaded candidate");
-        return run_measure(state, params);
+        json result = run_measure(state, params);
+        check_device_weights(state, "timing");
+        return result;
     }
     throw std::runtime_error("unknown method '" + method + "' (status, load, unload, verify, measure, shutdown)");
 }
+
+std::string method_of(const json &request) { return request.value("method", std::string("?")); }
 
 }  // namespace
 
@@ -297,7 +418,9 @@ int run_executor(const ExecutorOptions &options) {
     LineChannel channel(client);
     if (options.sandbox) {
         std::vector<std::pair<const void *, size_t>> weights;
-        for (const auto &tensor : (*state)->model.tensors) weights.emplace_back(tensor.data, tensor.n_byte);
+        for (const auto &tensor : (*state)->model.tensors) {
+            if (tensor.data) weights.emplace_back(tensor.data, tensor.n_byte);  // host mappings (none for a CUDA preset)
+        }
         install_fault_handlers(std::move(weights));
         if (Status status = install_seccomp_filter(); !status.ok()) {
             std::fprintf(stderr, "hotpass-executor: %s\n", status.error().c_str());
@@ -317,6 +440,12 @@ int run_executor(const ExecutorOptions &options) {
             try {
                 reply["result"] = handle(**state, request, stop);
                 reply["ok"] = true;
+            } catch (const DeviceFault &fault) {
+                // Nothing can run in a poisoned context: say why and exit; the supervisor
+                // restarts the executor and the verdict is device_fault.
+                std::fprintf(stderr, "hotpass-executor: device fault during %s: %s\n", method_of(request).c_str(), fault.what());
+                std::fflush(stderr);
+                _exit(kExitDeviceFault);
             } catch (const std::exception &failure) {
                 reply["ok"] = false;
                 reply["error"] = failure.what();

@@ -15,11 +15,13 @@ using nlohmann::json;
 
 namespace {
 
-size_t kv_block_bytes(const ExecutorState &state) {
-    const hp_kv_cache &kv = *state.abi().kv;
-    return size_t(kv.block_tokens) * size_t(state.abi().config.n_head_kv) * size_t(state.abi().config.d_head) *
-           dtype_size(DType(kv.dtype));
+// KV blocks move through the backend (memcpy on the CPU, device copies on CUDA). A failing
+// device copy means a poisoned context.
+void checked(Status status) {
+    if (!status.ok()) throw DeviceFault(status.error());
 }
+
+uint8_t *block_address(void *base, int32_t block, size_t bytes) { return static_cast<uint8_t *>(base) + size_t(block) * bytes; }
 
 void copy_blocks(ExecutorState &state, const std::vector<int32_t> &from, const std::vector<int32_t> &to) {
     const hp_kv_cache &kv = *state.abi().kv;
@@ -27,8 +29,7 @@ void copy_blocks(ExecutorState &state, const std::vector<int32_t> &from, const s
     for (int layer = 0; layer < state.abi().config.n_layer; ++layer) {
         for (size_t b = 0; b < from.size() && b < to.size(); ++b) {
             for (void *base : {kv.k[layer], kv.v[layer]}) {
-                auto *bytes_base = static_cast<uint8_t *>(base);
-                std::memmove(bytes_base + size_t(to[b]) * bytes, bytes_base + size_t(from[b]) * bytes, bytes);
+                if (from[b] != to[b]) checked(state.backend->copy(block_address(base, to[b], bytes), block_address(base, from[b], bytes), bytes));
             }
         }
     }
@@ -42,9 +43,9 @@ std::vector<uint8_t> snapshot_blocks(const ExecutorState &state, const std::vect
     for (int layer = 0; layer < state.abi().config.n_layer; ++layer) {
         for (const TrialSequence &sequence : sequences) {
             for (int32_t block : sequence.blocks) {
-                for (const void *base : {kv.k[layer], kv.v[layer]}) {
-                    const auto *begin = static_cast<const uint8_t *>(base) + size_t(block) * bytes;
-                    snapshot.insert(snapshot.end(), begin, begin + bytes);
+                for (void *base : {kv.k[layer], kv.v[layer]}) {
+                    snapshot.resize(snapshot.size() + bytes);
+                    checked(state.backend->download(snapshot.data() + snapshot.size() - bytes, block_address(base, block, bytes), bytes));
                 }
             }
         }
@@ -60,7 +61,7 @@ void restore_blocks(ExecutorState &state, const std::vector<TrialSequence> &sequ
         for (const TrialSequence &sequence : sequences) {
             for (int32_t block : sequence.blocks) {
                 for (void *base : {kv.k[layer], kv.v[layer]}) {
-                    std::memcpy(static_cast<uint8_t *>(base) + size_t(block) * bytes, snapshot.data() + offset, bytes);
+                    checked(state.backend->upload(block_address(base, block, bytes), snapshot.data() + offset, bytes));
                     offset += bytes;
                 }
             }
@@ -69,21 +70,11 @@ void restore_blocks(ExecutorState &state, const std::vector<TrialSequence> &sequ
 }
 
 uint64_t hash_blocks(const ExecutorState &state, const std::vector<TrialSequence> &sequences) {
-    const hp_kv_cache &kv = *state.abi().kv;
-    const size_t bytes = kv_block_bytes(state);
-    uint64_t h = 0;
-    for (int layer = 0; layer < state.abi().config.n_layer; ++layer) {
-        for (const TrialSequence &sequence : sequences) {
-            for (int32_t block : sequence.blocks) {
-                h = hash64(static_cast<const uint8_t *>(kv.k[layer]) + size_t(block) * bytes, bytes, h);
-                h = hash64(static_cast<const uint8_t *>(kv.v[layer]) + size_t(block) * bytes, bytes, h);
-            }
-        }
-    }
-    return h;
+    const std::vector<uint8_t> bytes = snapshot_blocks(state, sequences);
+    return hash64(bytes.data(), bytes.size());
 }
 
-float kv_element(const ExecutorState &state, const void *base, int64_t index) {
+float kv_element(const ExecutorState &state, const void *base, int64_t index) {  // `base`: host memory
     switch (DType(state.abi().kv->dtype)) {
         case DType::f32: return static_cast<const float *>(base)[index];
         case DType::f16: return f16_to_f32(static_cast<const uint16_t *>(base)[index]);
@@ -98,6 +89,8 @@ std::pair<double, double> compare_new_kv(const ExecutorState &state, const std::
     const hp_config &c = state.abi().config;
     const int block_tokens = state.kv->block_tokens();
     const int64_t row = int64_t(c.n_head_kv) * c.d_head;
+    const size_t row_bytes = size_t(row) * dtype_size(DType(state.abi().kv->dtype));
+    std::vector<uint8_t> row_a(row_bytes), row_b(row_bytes);
     double max_delta = 0, max_ref = 0;
     for (int layer = 0; layer < c.n_layer; ++layer) {
         for (size_t s = 0; s < a.size(); ++s) {
@@ -106,9 +99,12 @@ std::pair<double, double> compare_new_kv(const ExecutorState &state, const std::
                 const int64_t offset_a = (int64_t(a[s].blocks[size_t(p / block_tokens)]) * block_tokens + p % block_tokens) * row;
                 const int64_t offset_b = (int64_t(b[s].blocks[size_t(p / block_tokens)]) * block_tokens + p % block_tokens) * row;
                 for (const auto &cache : {state.abi().kv->k, state.abi().kv->v}) {
+                    const auto *base = static_cast<const uint8_t *>(cache[layer]);
+                    checked(state.backend->download(row_a.data(), base + size_t(offset_a) * row_bytes / size_t(row), row_bytes));
+                    checked(state.backend->download(row_b.data(), base + size_t(offset_b) * row_bytes / size_t(row), row_bytes));
                     for (int64_t i = 0; i < row; ++i) {
-                        const float x = kv_element(state, cache[layer], offset_a + i);
-                        const float y = kv_element(state, cache[layer], offset_b + i);
+                        const float x = kv_element(state, row_a.data(), i);
+                        const float y = kv_element(state, row_b.data(), i);
                         max_ref = std::max(max_ref, double(std::fabs(x)));
                         const double delta = std::fabs(double(x) - double(y));
                         max_delta = std::isnan(delta) ? INFINITY : std::max(max_delta, delta);
@@ -325,6 +321,15 @@ std::vector<TrialSequence> shape_case(std::mt19937_64 &rng, int n_vocab, const j
 }
 
 }  // namespace
+
+json compare_to_reference(const ExecutorState &state, const CallReport &expected, const std::vector<float> &actual) {
+    const LogitComparison logits = compare_logits(expected.logits, actual, state.n_vocab());
+    return {{"max_abs_delta", logits.max_delta},
+            {"max_abs_ref", logits.max_ref},
+            {"nan_rows", logits.nan_rows},
+            {"unwritten_rows", logits.unwritten_rows},
+            {"rows", expected.logits.size() / size_t(state.n_vocab())}};
+}
 
 json run_verify(ExecutorState &state, ForwardPlugin &target, const json &params) {
     std::mt19937_64 rng(params.value("seed", uint64_t(1)));

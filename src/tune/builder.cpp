@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <sstream>
 
@@ -25,7 +26,7 @@ ProcessOptions timeout_only(double seconds) {
 
 bool is_source(const fs::path &path) {
     const std::string ext = path.extension().string();
-    return ext == ".cpp" || ext == ".cc" || ext == ".c";
+    return ext == ".cpp" || ext == ".cc" || ext == ".c" || ext == ".cu";
 }
 
 std::string compiler_version(const std::string &compiler) {
@@ -71,6 +72,29 @@ Result<std::vector<std::string>> exported_symbols(const fs::path &artifact) {
     return strong;
 }
 
+BuildOptions cuda_build_options() {
+    BuildOptions options;
+    const char *nvcc = std::getenv("HOTPASS_NVCC");
+    options.compiler = nvcc && *nvcc ? nvcc : HOTPASS_NVCC_DEFAULT;
+    options.flags = {"-std=c++20", "-O3", "-shared", "-cudart=shared", "-Xcompiler=-fPIC,-fvisibility=hidden,-fno-gnu-unique",
+                     "-Xcompiler=-Wno-unused-parameter"};
+    std::istringstream archs(HOTPASS_CUDA_ARCHS_DEFAULT);  // "90a,90"
+    std::string arch;
+    while (std::getline(archs, arch, ',')) {
+        if (!arch.empty()) options.flags.push_back(fmt::format("-gencode=arch=compute_{0},code=sm_{0}", arch));
+    }
+    // $HOTPASS_NVCC_FLAGS: extra flags, e.g. -L for a cuBLAS outside the toolkit.
+    if (const char *extra = std::getenv("HOTPASS_NVCC_FLAGS")) {
+        std::istringstream words(extra);
+        std::string word;
+        while (words >> word) options.flags.push_back(word);
+    }
+    options.flags.push_back("-lcublas");
+    options.soname_flag = "-Xlinker=-soname,";
+    options.timeout_seconds = 300;  // nvcc is slower than g++
+    return options;
+}
+
 BuildOutcome build_candidate(const Candidate &candidate, const BuildOptions &options) {
     BuildOutcome outcome;
     const double start = now_seconds();
@@ -86,7 +110,7 @@ BuildOutcome build_candidate(const Candidate &candidate, const BuildOptions &opt
     }
     if (sources.empty()) {
         outcome.failure = "no sources";
-        outcome.diagnostics = fmt::format("{} holds no .cpp, .cc or .c file", candidate.dir.string());
+        outcome.diagnostics = fmt::format("{} holds no .cpp, .cc, .c or .cu file", candidate.dir.string());
         return outcome;
     }
     std::vector<std::string> flags = options.flags;
@@ -127,7 +151,7 @@ BuildOutcome build_candidate(const Candidate &candidate, const BuildOptions &opt
     const fs::path temporary = dir / fmt::format("{}.tmp.{}", soname, getpid());
     std::vector<std::string> argv = {options.compiler};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    argv.push_back("-Wl,-soname," + soname);
+    argv.push_back(options.soname_flag + soname);
     for (const fs::path &source : sources) argv.push_back(source.string());
     argv.insert(argv.end(), {"-o", temporary.string()});
     auto result = run_process(argv, ProcessOptions{options.timeout_seconds, candidate.dir, size_t(1) << 20});

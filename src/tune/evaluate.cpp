@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <seccomp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
@@ -26,6 +27,19 @@ std::string syscall_name(const std::string &log_tail) {
     return resolved;
 }
 
+std::string last_line(const std::string &text) {
+    const auto end = text.find_last_not_of("\n");
+    if (end == std::string::npos) return "";
+    const auto begin = text.rfind('\n', end);
+    return text.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1) + 1);
+}
+
+double median_of(std::vector<double> values) {
+    if (values.empty()) return 0;
+    std::nth_element(values.begin(), values.begin() + long(values.size() / 2), values.end());
+    return values[values.size() / 2];
+}
+
 // What a failed RPC means for the candidate.
 Verdict failure_verdict(const CallOutcome &outcome, const std::string &stage) {
     switch (outcome.failure) {
@@ -35,6 +49,11 @@ Verdict failure_verdict(const CallOutcome &outcome, const std::string &stage) {
         case CallFailure::exited:
             if (outcome.exit_code == engine::kExitWroteWeights) {
                 return {"wrote_weights", fmt::format("it wrote into the read-only weights during {}", stage)};
+            }
+            if (outcome.exit_code == engine::kExitDeviceFault) {
+                return {"device_fault", fmt::format("it faulted the GPU during {} (an illegal address, a device-side assert or another "
+                                                    "sticky CUDA error); the executor was restarted: {}",
+                                                    stage, last_line(outcome.log_tail))};
             }
             if (outcome.exit_code == engine::kExitForbiddenSyscall) {
                 return {"forbidden_syscall", fmt::format("it called {}() during {}, which the executor forbids "
@@ -61,6 +80,17 @@ Verdict failure_verdict(const CallOutcome &outcome, const std::string &stage) {
 Verdict judge_measurement(const Measurement &measurement, const json &raw, const EvaluateOptions &options) {
     for (const auto &shape : raw.value("shapes", json::array())) {
         if (shape.contains("plugin_error")) return {"plugin_error", fmt::format("forward() failed while timing {}: {}", shape.value("name", ""), shape["plugin_error"].get<std::string>())};
+        // CUDA: the events on the engine's stream against the host clock to a whole-device
+        // synchronize. Work left running on another stream is invisible to the events.
+        if (shape.contains("candidate_host_ms")) {
+            const double events = median_of(shape.value("candidate_ms", std::vector<double>{}));
+            const double host = median_of(shape.value("candidate_host_ms", std::vector<double>{}));
+            if (host > 1.5 * events + options.escaped_work_ms) {
+                return {"escaped_stream", fmt::format("{}: {:.3f} ms by the host clock to a device synchronize but {:.3f} ms by the "
+                                                      "stream's events: its work runs on another stream, outside what is timed",
+                                                      shape.value("name", ""), host, events)};
+            }
+        }
     }
     const Verdict after = judge_verification(raw.value("post_check", json::object()), {options.tolerance});
     if (after.code != "ok") return {"wrong_after_timing", fmt::format("after the timing loop: {}", after.reason)};

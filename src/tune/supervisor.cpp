@@ -41,6 +41,9 @@ Status Supervisor::ensure_started() {
                                      "--threads", std::to_string(launch_.n_thread),
                                      "--max-loads", std::to_string(launch_.max_loads)};
     if (!launch_.sandbox) args.push_back("--no-sandbox");
+    if (launch_.device != "cpu") {
+        args.insert(args.end(), {"--device", launch_.device, "--device-index", std::to_string(launch_.device_index)});
+    }
     std::vector<char *> argv;
     for (auto &arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);

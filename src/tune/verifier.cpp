@@ -7,8 +7,10 @@ namespace hp::tune {
 namespace {
 
 std::string describe(const nlohmann::json &batch) {
-    return fmt::format("{} sequences, {} tokens, {} prefill chunks", batch.value("n_seq", 0), batch.value("n_token", 0),
-                       batch.value("n_prefill_seq", 0));
+    std::string text = fmt::format("{} sequences, {} tokens, {} prefill chunks", batch.value("n_seq", 0), batch.value("n_token", 0),
+                                   batch.value("n_prefill_seq", 0));
+    if (batch.contains("stage")) text += fmt::format(" ({})", batch["stage"].get<std::string>());
+    return text;
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ struct SubmitArgs {
     double deadline_seconds = 120;
     bool json_output = false;
     bool no_measure = false;
+    std::string device = "cpu";
 };
 
 // Exit codes of `hotpass submit`, by verdict.
@@ -68,6 +69,12 @@ int run_submit(const SubmitArgs &args) {
         return 2;
     }
     tune::EvaluateOptions options;
+    const bool on_cuda = args.device == "cuda";
+    if (on_cuda) {
+        options.build = tune::cuda_build_options();
+        // bf16 compute against the float32 GPU reference (docs/cuda.md's tolerances).
+        options.tolerance = {3e-2, 3e-2};
+    }
     options.build.include_dir = tune::default_include_dir();
     options.build.cache_dir = args.cache_dir.empty() ? std::filesystem::temp_directory_path() / "hotpass-artifacts" : std::filesystem::path(args.cache_dir);
     options.n_case = args.n_case;
@@ -96,6 +103,7 @@ int run_submit(const SubmitArgs &args) {
     launch.n_layer = fast ? args.fast_layers : 0;
     launch.incumbent = args.incumbent;
     launch.n_thread = args.n_thread;
+    launch.device = args.device;
     tune::Supervisor supervisor(launch);
     const tune::Evaluation evaluation = tune::evaluate_candidate(supervisor, *candidate, options);
     if (args.json_output) fmt::print("{}\n", tune::evaluation_to_json(evaluation).dump(2));
@@ -109,6 +117,7 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
     auto options = std::make_shared<engine::ExecutorOptions>();
     auto socket = std::make_shared<std::string>();
     auto no_sandbox = std::make_shared<bool>(false);
+    auto device = std::make_shared<std::string>("cpu");
     auto *executor = app.add_subcommand(
         "executor",
         "Run the persistent executor: load a model once, then serve JSON-lines RPCs (status, load,\n"
@@ -123,8 +132,12 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
     executor->add_option("--threads", options->n_thread, "CPU threads for forward passes")->capture_default_str();
     executor->add_option("--max-loads", options->max_loads, "exit after this many candidates (recycling)")->capture_default_str();
     executor->add_flag("--no-sandbox", *no_sandbox, "do not install the seccomp filter (debugging only)");
+    executor->add_option("--device", *device, "cpu, or cuda: weights, KV cache and plugins on the GPU, decode timed as CUDA graphs")
+        ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+    executor->add_option("--device-index", options->device_index, "CUDA device")->capture_default_str();
     executor->callback([=, &exit_code] {
         options->socket = *socket;
+        options->device = *device == "cuda" ? backend::DeviceKind::cuda : backend::DeviceKind::cpu;
         options->sandbox = !*no_sandbox;
         exit_code = engine::run_executor(*options);
     });
@@ -150,6 +163,8 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
     submit->add_option("--seconds-per-shape", args->target_seconds, "timing budget per shape")->capture_default_str();
     submit->add_option("--deadline", args->deadline_seconds, "seconds before a silent executor counts as hung")->capture_default_str();
     submit->add_flag("--no-measure", args->no_measure, "build and verify only");
+    submit->add_option("--device", args->device, "cpu, or cuda: the candidate is .cu sources built with nvcc and run on the GPU")
+        ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
     submit->add_flag("--json", args->json_output, "print the evaluation as JSON");
     submit->callback([args, &exit_code] { exit_code = run_submit(*args); });
 }

@@ -12,6 +12,7 @@
 
 #include "hotpass/backend/backend.h"
 #include "hotpass/core/result.h"
+#include "hotpass/engine/device_step.h"
 #include "hotpass/engine/kv_cache.h"
 #include "hotpass/engine/model_binding.h"
 #include "hotpass/engine/plugin.h"
@@ -80,15 +81,12 @@ private:
         std::vector<int32_t> blocks;
     };
     explicit Engine(const model::Model &model) : model_(model) {}
-    Status place_weights(const EngineOptions &options, int n_layer, std::vector<const void *> &tensor_data);
-    // Device copies of a step's batch arrays and outputs (CUDA), grown as needed.
-    void *device_scratch(size_t index, size_t bytes);
     Status run_plugin(const hp_batch &batch, hp_output &out);
 
     const model::Model &model_;
     std::unique_ptr<backend::Backend> backend_;  // declared first: destroyed last
     void *weight_arena_ = nullptr;               // device weights (CUDA), one allocation
-    std::vector<std::pair<void *, size_t>> scratch_;
+    std::unique_ptr<DeviceBuffers> scratch_;      // CUDA: the step's batch arrays, logits, expert counts
     StartupTiming startup_;
     std::unique_ptr<KvCache> kv_;
     std::unique_ptr<ModelBinding> binding_;

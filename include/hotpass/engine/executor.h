@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "hotpass/backend/backend.h"
 #include "hotpass/engine/kv_cache.h"
 
 namespace hp::engine {
@@ -21,6 +22,10 @@ struct ExecutorOptions {
     int n_thread = 1;
     int max_loads = 32;                // recycle (exit after unload) after this many candidates
     bool sandbox = true;               // seccomp + fault classification (see sandbox.h)
+    // CUDA: weights (uploaded once, or generated on the device for preset:NAME), KV cache and
+    // plugins on device `device_index`; decode timing replays CUDA graphs (see executor_measure.cpp).
+    backend::DeviceKind device = backend::DeviceKind::cpu;
+    int device_index = 0;
     KvCacheOptions kv;
 };
 

@@ -5,7 +5,9 @@
 // fork/vfork/clone of a process (threads are allowed), exec, opening files for writing or
 // creating/removing/renaming files. Weights are read-only mappings: a write faults, and the fault
 // handler exits with kExitWroteWeights when the address is inside a weight. Other crashes keep
-// their signal. Everything else (wrong results, unwritten outputs, nondeterminism, leaked
+// their signal. On CUDA the weights live in device memory: the executor checksums them on the
+// device after every candidate call that could have written them and exits with
+// kExitWroteWeights on a change. Everything else (wrong results, unwritten outputs, nondeterminism, leaked
 // threads/memory, writes into inputs or other sequences' KV) is detected by the verifier.
 #pragma once
 
@@ -20,6 +22,9 @@ namespace hp::engine {
 
 constexpr int kExitForbiddenSyscall = 86;
 constexpr int kExitWroteWeights = 87;
+// CUDA: an illegal address, a device-side assert or any other sticky error poisons the context;
+// the executor cannot go on, says why on stderr and exits with this code.
+constexpr int kExitDeviceFault = 88;
 
 // Installs SIGSEGV/SIGBUS handlers (on an alternate stack) that classify faults inside any of
 // `read_only_ranges` as weight writes.

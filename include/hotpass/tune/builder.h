@@ -18,8 +18,15 @@ struct BuildOptions {
     std::string compiler = "g++";
     std::vector<std::string> flags = {"-std=c++20", "-O3", "-march=native", "-fPIC", "-shared",
                                       "-fvisibility=hidden", "-fno-gnu-unique", "-pthread"};
+    std::string soname_flag = "-Wl,-soname,";  // followed by the artifact's SONAME
     double timeout_seconds = 120;
 };
+
+// Options for CUDA candidates (.cu sources): nvcc ($HOTPASS_NVCC, else the compiler this build
+// used, else /usr/local/cuda/bin/nvcc), the build's HOTPASS_CUDA_ARCHS as -gencode targets, the
+// shared CUDA runtime (one runtime for the executor and every plugin) and cuBLAS; words of
+// $HOTPASS_NVCC_FLAGS are added (e.g. -L/path/of/libcublas.so).
+BuildOptions cuda_build_options();
 
 struct Artifact {
     std::filesystem::path path;  // unique per key, with a matching SONAME

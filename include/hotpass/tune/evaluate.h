@@ -28,6 +28,8 @@ struct EvaluateOptions {
     double measure_deadline_seconds = 600;
     double max_slowdown = 20;   // slower than this versus the incumbent on any shape: too_slow
     int64_t max_memory_growth_bytes = 64 << 20;
+    // CUDA: host-clock median above 1.5 x the event median plus this is work escaping the stream.
+    double escaped_work_ms = 0.1;
     bool measure = true;        // false: build + verify only
 };
 

@@ -23,6 +23,8 @@ struct ExecutorLaunch {
     int n_thread = 1;
     int max_loads = 32;
     bool sandbox = true;
+    std::string device = "cpu";  // cpu | cuda
+    int device_index = 0;
     std::filesystem::path work_dir;  // socket and executor.log live here
     double start_timeout_seconds = 300;
 };
