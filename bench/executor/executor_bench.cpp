@@ -1,13 +1,15 @@
 // Executor figures for bench/RESULTS.md (issue 3):
 //   swap MODEL...   executor cold start -> ready; hot swap (load -> first verified step);
 //                   experiments per hour with hot swap vs an executor restart per candidate
+//   swap-cuda MODEL the same on the GPU (start-up phases, graph capture, hot swap)
 //   stats MODEL     the runner's false-positive rate (a candidate against itself) and its
 //                   detection rate for candidates slowed by known amounts
-// Usage: executor_bench HOTPASS_BINARY SOURCE_DIR swap|stats MODEL... ; prints Markdown.
+// Usage: executor_bench HOTPASS_BINARY SOURCE_DIR swap|swap-cuda|stats MODEL... ; prints Markdown.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 
 #include <spdlog/spdlog.h>
 
@@ -114,6 +116,78 @@ void bench_swap(const std::vector<std::string> &models) {
     }
 }
 
+// The same on the GPU: the CUDA baseline's own sources as the candidate (built by nvcc), the
+// baseline as the incumbent, all layers of MODEL (a preset is generated on the device).
+// Prints the start-up phases, the hot-swap steps and experiments per hour.
+void bench_swap_cuda(const std::string &model) {
+    const fs::path dir = kWork / "cuda-baseline";
+    fs::create_directories(dir);
+    for (const auto &entry : fs::directory_iterator(g_source / "forward/cuda/baseline")) {
+        const std::string ext = entry.path().extension().string();
+        if (ext == ".cu" || ext == ".cuh" || ext == ".h") fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
+    }
+    BuildOptions build = cuda_build_options();
+    build.include_dir = g_source / "include";
+    build.cache_dir = kWork / "artifacts";
+    const Candidate candidate = *load_candidate(dir);
+    const BuildOutcome artifact = build_candidate(candidate, build);
+    if (!artifact.ok) throw std::runtime_error(artifact.failure + ": " + artifact.diagnostics);
+    ExecutorLaunch launch = launch_for(model, 0, "baseline");
+    launch.device = "cuda";
+    std::vector<double> start_ms;
+    std::map<std::string, std::vector<double>> phases;
+    for (int i = 0; i < 3; ++i) {
+        Supervisor supervisor(launch);
+        const double start = now_seconds();
+        if (Status started = supervisor.ensure_started(); !started.ok()) throw std::runtime_error(started.error());
+        start_ms.push_back((now_seconds() - start) * 1e3);
+        CallOutcome status = supervisor.call("status", nlohmann::json::object(), 30);
+        if (!status.ok()) throw std::runtime_error(status.message);
+        for (const auto &[phase, seconds] : status.result["startup"].items()) phases[phase].push_back(seconds.get<double>() * 1e3);
+    }
+    // One executor, five swaps: load, first verified step, then a short timing of two decode
+    // shapes (graph capture happens on first use), unload.
+    std::vector<double> load_ms, first_verified_ms, capture_ms, evaluation_s;
+    const std::vector<Shape> shapes = {{"decode b1 kv512", 0.5, 1, 512, {}}, {"decode b8 kv512", 0.5, 8, 512, {}}};
+    Supervisor supervisor(launch);
+    if (Status started = supervisor.ensure_started(); !started.ok()) throw std::runtime_error(started.error());
+    for (int k = 0; k < 5; ++k) {
+        const double swap_start = now_seconds();
+        CallOutcome load = supervisor.call("load", {{"path", artifact.artifact.path.string()}}, 60);
+        if (!load.ok()) throw std::runtime_error(load.message);
+        load_ms.push_back(load.result.value("load_seconds", 0.0) * 1e3);
+        CallOutcome verify = supervisor.call(
+            "verify", {{"seed", 7 + k}, {"n_case", 1}, {"greedy_steps", 0}, {"max_seq", 1}, {"max_history", 8}, {"max_chunk", 8}}, 300);
+        if (!verify.ok()) throw std::runtime_error(verify.message);
+        first_verified_ms.push_back((now_seconds() - swap_start) * 1e3);
+        nlohmann::json params = shapes_to_json(shapes);
+        params["seed"] = 11 + k;
+        params["warmup"] = 2;
+        params["min_rep"] = 10;
+        params["max_rep"] = 200;
+        params["target_seconds"] = 0.2;
+        CallOutcome measured = supervisor.call("measure", params, 300);
+        if (!measured.ok()) throw std::runtime_error(measured.message);
+        for (const auto &shape : measured.result["shapes"]) capture_ms.push_back(shape.value("candidate_capture_ms", 0.0));
+        (void)supervisor.call("unload", nlohmann::json::object(), 60);
+        evaluation_s.push_back(now_seconds() - swap_start);
+    }
+    const double evaluation = median(evaluation_s), start = median(start_ms) / 1e3;
+    fmt::print("- candidate build (nvcc, the baseline's sources): {:.1f} s
+", artifact.artifact.build_seconds);
+    fmt::print("- executor cold start -> ready: {}; phases (median ms):", summary(start_ms, "ms"));
+    for (const auto &[phase, values] : phases) fmt::print(" {} {:.1f};", phase, median(values));
+    fmt::print("
+- hot swap: load (dlopen + create) {}, load -> first verified step {}, graph capture per decode shape "
+               "(eager warm-up + capture + instantiate) {}
+",
+               summary(load_ms, "ms"), summary(first_verified_ms, "ms"), summary(capture_ms, "ms"));
+    fmt::print("- one evaluation (load, verify 1 batch, time 2 decode shapes 0.2 s each, unload): {:.2f} s -> {:.0f}/hour with hot "
+               "swap, {:.0f}/hour with an executor start per candidate
+",
+               evaluation, 3600 / evaluation, 3600 / (evaluation + start));
+}
+
 // Fraction of `trials` measurements the runner calls significant, for a candidate slowed by
 // `percent` against the unslowed reference artifact as incumbent.
 void bench_stats(const std::string &model) {
@@ -151,7 +225,7 @@ void bench_stats(const std::string &model) {
 int main(int argc, char **argv) {
     spdlog::set_level(spdlog::level::warn);
     if (argc < 5) {
-        fmt::print(stderr, "usage: executor_bench HOTPASS_BINARY SOURCE_DIR swap|stats MODEL...\n");
+        fmt::print(stderr, "usage: executor_bench HOTPASS_BINARY SOURCE_DIR swap|swap-cuda|stats MODEL...\n");
         return 2;
     }
     g_hotpass = argv[1];
@@ -160,6 +234,7 @@ int main(int argc, char **argv) {
     std::vector<std::string> models(argv + 4, argv + argc);
     try {
         if (mode == "swap") bench_swap(models);
+        else if (mode == "swap-cuda") bench_swap_cuda(models[0]);
         else bench_stats(models[0]);
     } catch (const std::exception &failure) {
         fmt::print(stderr, "executor_bench: {}\n", failure.what());
