@@ -173,18 +173,14 @@ void bench_swap_cuda(const std::string &model) {
         evaluation_s.push_back(now_seconds() - swap_start);
     }
     const double evaluation = median(evaluation_s), start = median(start_ms) / 1e3;
-    fmt::print("- candidate build (nvcc, the baseline's sources): {:.1f} s
-", artifact.artifact.build_seconds);
+    fmt::print("- candidate build (nvcc, the baseline's sources): {:.1f} s\n", artifact.artifact.build_seconds);
     fmt::print("- executor cold start -> ready: {}; phases (median ms):", summary(start_ms, "ms"));
     for (const auto &[phase, values] : phases) fmt::print(" {} {:.1f};", phase, median(values));
-    fmt::print("
-- hot swap: load (dlopen + create) {}, load -> first verified step {}, graph capture per decode shape "
-               "(eager warm-up + capture + instantiate) {}
-",
+    fmt::print("\n- hot swap: load (dlopen + create) {}, load -> first verified step {}, graph capture per decode shape "
+               "(eager warm-up + capture + instantiate) {}\n",
                summary(load_ms, "ms"), summary(first_verified_ms, "ms"), summary(capture_ms, "ms"));
     fmt::print("- one evaluation (load, verify 1 batch, time 2 decode shapes 0.2 s each, unload): {:.2f} s -> {:.0f}/hour with hot "
-               "swap, {:.0f}/hour with an executor start per candidate
-",
+               "swap, {:.0f}/hour with an executor start per candidate\n",
                evaluation, 3600 / evaluation, 3600 / (evaluation + start));
 }
 
