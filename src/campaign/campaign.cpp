@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "hotpass/agents/command_agent.h"
+#include "hotpass/backend/backend.h"
 #include "hotpass/agents/knob_search_agent.h"
 #include "hotpass/agents/llm_agent.h"
 #include "hotpass/campaign/progress.h"
@@ -32,7 +33,13 @@ using nlohmann::json;
 
 namespace {
 
-std::string hardware_description(int n_thread) {
+std::string hardware_description(const std::string &device, int n_thread) {
+    if (device == "cuda") {  // the context is created and destroyed here, before any executor is forked
+        auto cuda = backend::create_backend(backend::DeviceKind::cuda);
+        if (!cuda.ok()) return "cuda: " + cuda.error();
+        const backend::DeviceInfo &info = (*cuda)->info();
+        return fmt::format("cuda: {} ({} SMs, {:.0f} GB, sm_{})", info.name, info.n_sm, double(info.memory_bytes) / 1e9, info.compute_capability);
+    }
     std::ifstream cpuinfo("/proc/cpuinfo");
     std::string line, model = "unknown CPU";
     while (std::getline(cpuinfo, line)) {
@@ -46,7 +53,7 @@ std::string hardware_description(int n_thread) {
 
 json options_to_json(const CampaignOptions &o) {
     return {{"model", o.model}, {"seed", o.seed}, {"traffic", o.traffic}, {"two_tiers", o.two_tiers}, {"fast_layers", o.fast_layers},
-            {"n_thread", o.n_thread}, {"fast_seconds_per_shape", o.fast_seconds_per_shape},
+            {"n_thread", o.n_thread}, {"device", o.device}, {"fast_seconds_per_shape", o.fast_seconds_per_shape},
             {"slow_seconds_per_shape", o.slow_seconds_per_shape}, {"fast_cases", o.fast_cases}, {"slow_cases", o.slow_cases}, {"fresh_executor", o.fresh_executor},
             {"baseline_source", o.baseline_source.string()}, {"baseline_plugin", o.baseline_plugin}, {"agent_seed", o.agent_seed},
             {"agents", [&] {
@@ -70,6 +77,7 @@ void restore_options(CampaignOptions &o, const json &j) {
     o.two_tiers = j.value("two_tiers", o.two_tiers);
     o.fast_layers = j.value("fast_layers", o.fast_layers);
     o.n_thread = j.value("n_thread", o.n_thread);
+    o.device = j.value("device", o.device);
     o.fast_seconds_per_shape = j.value("fast_seconds_per_shape", o.fast_seconds_per_shape);
     o.slow_seconds_per_shape = j.value("slow_seconds_per_shape", o.slow_seconds_per_shape);
     o.fast_cases = j.value("fast_cases", o.fast_cases);
@@ -123,6 +131,7 @@ private:
     Status make_agents();
     // Stores a proposal's sources and queues it; the candidate's hash, and whether it is new.
     Result<std::pair<std::string, bool>> enqueue(const std::string &agent, const agents::Proposal &proposal);
+    tune::EvaluateOptions device_options() const;  // build flags and tolerances of the device
     tune::EvaluateOptions tier_options(bool slow_tier) const;
     Status setup();
     Status restore_state();
@@ -188,6 +197,7 @@ std::unique_ptr<tune::Supervisor> CampaignRun::make_supervisor(bool slow_tier, c
     launch.n_layer = slow_tier ? 0 : options_.fast_layers;
     launch.incumbent = incumbent;
     launch.n_thread = options_.n_thread;
+    launch.device = options_.device;
     // Each executor needs its own socket directory: both name their sockets executor-<n>.sock.
     launch.work_dir = fs::temp_directory_path() / fmt::format("hotpass-campaign-{}-{}-{}", campaign_.id, getpid(), name);
     return std::make_unique<tune::Supervisor>(launch);
@@ -213,7 +223,8 @@ Status CampaignRun::setup() {
         }
         if (spec.kind == "llm") HP_TRY(agents::validate_llm_config(options_.llm));
     }
-    if (options_.baseline_source.empty()) options_.baseline_source = default_baseline_source();
+    if (options_.device != "cpu" && options_.device != "cuda") return error("unknown device '{}': cpu or cuda", options_.device);
+    if (options_.baseline_source.empty()) options_.baseline_source = default_baseline_source(options_.device);
     auto manifest = agents::load_knob_manifest(options_.baseline_source / "knobs.json");
     if (!manifest.ok()) return Error{manifest.error()};
     manifest_ = *manifest;
@@ -224,6 +235,7 @@ Status CampaignRun::setup() {
     if (!traffic.ok()) return Error{traffic.error()};
     traffic_ = std::move(traffic).value();
 
+    if (options_.device == "cuda") build_options_ = tune::cuda_build_options();
     build_options_.cache_dir = objects_.artifacts();
     build_options_.include_dir = tune::default_include_dir();
 
@@ -237,7 +249,7 @@ Status CampaignRun::setup() {
         auto profile_id = store_->add_profile(profile);
         if (!profile_id.ok()) return Error{profile_id.error()};
         campaign_.model = options_.model;
-        campaign_.hardware = hardware_description(options_.n_thread);
+        campaign_.hardware = hardware_description(options_.device, options_.n_thread);
         campaign_.traffic = options_.traffic;
         campaign_.profile_id = *profile_id;
         campaign_.tiers = options_.two_tiers ? "fast,slow" : "slow";
@@ -562,9 +574,16 @@ void CampaignRun::record_result(const store::CandidateRecord &record, const std:
     else results_.push_back(summary);
 }
 
-tune::EvaluateOptions CampaignRun::tier_options(bool slow_tier) const {
+tune::EvaluateOptions CampaignRun::device_options() const {
     tune::EvaluateOptions eval;
     eval.build = build_options_;
+    // bf16 compute against the float32 GPU reference (docs/cuda.md); the CPU keeps the defaults.
+    if (options_.device == "cuda") eval.tolerance = {3e-2, 3e-2};
+    return eval;
+}
+
+tune::EvaluateOptions CampaignRun::tier_options(bool slow_tier) const {
+    tune::EvaluateOptions eval = device_options();
     eval.shapes = slow_tier ? traffic_.slow_shapes : traffic_.fast_shapes;
     eval.n_case = slow_tier ? options_.slow_cases : options_.fast_cases;
     eval.greedy_steps = slow_tier ? 16 : 8;
@@ -656,8 +675,7 @@ void CampaignRun::final_check() {
     fast_.reset();
     slow_.reset();
     auto supervisor = make_supervisor(true, options_.baseline_plugin, "final");
-    tune::EvaluateOptions eval;
-    eval.build = build_options_;
+    tune::EvaluateOptions eval = device_options();
     eval.shapes = traffic_.slow_shapes;
     eval.n_case = options_.slow_cases;
     eval.greedy_steps = 16;

@@ -6,12 +6,13 @@
 namespace hp::campaign {
 namespace fs = std::filesystem;
 
-fs::path default_baseline_source() {
+fs::path default_baseline_source(const std::string &device) {
+    const fs::path relative = fs::path("forward") / (device == "cuda" ? "cuda" : "cpu") / "baseline";
     std::error_code code;
     const fs::path exe = fs::read_symlink("/proc/self/exe", code);
-    const fs::path installed = exe.parent_path().parent_path() / "share/hotpass/forward/cpu/baseline";
+    const fs::path installed = exe.parent_path().parent_path() / "share/hotpass" / relative;
     if (fs::exists(installed / "knobs.json")) return installed;
-    return fs::path(HOTPASS_SOURCE_DIR) / "forward/cpu/baseline";
+    return fs::path(HOTPASS_SOURCE_DIR) / relative;
 }
 
 fs::path default_store_path() {

@@ -31,6 +31,7 @@ struct OptimizeArgs {
     std::string store;
     int fast_layers = 2;
     int n_thread = 1;
+    std::string device = "cpu";
     uint64_t seed = 0;
     uint64_t agent_seed = 0;
     bool no_final = false;
@@ -48,7 +49,9 @@ struct OptimizeArgs {
 // The default model for a budget: llama-300m (16 layers, 600 MB of bf16 weights) needs minutes
 // per slow-tier evaluation on a 2-core CPU (executor start, float32 reference verification over
 // all layers, ~35 ms decode steps), so short budgets use tiny-llama.
-std::string auto_model(const campaign::Budget &budget) {
+// On a GPU, llama-3.2-1b's weights are generated on the device in a second or two.
+std::string auto_model(const campaign::Budget &budget, const std::string &device) {
+    if (device == "cuda") return "preset:llama-3.2-1b";
     return budget.seconds >= 15 * 60 ? "preset:llama-300m" : "preset:tiny-llama";
 }
 
@@ -83,7 +86,8 @@ int run_optimize(const OptimizeArgs &args) {
     options.llm.max_tokens = args.llm_max_tokens;
     options.llm.max_turns = args.agent_turns;
     options.llm.timeout_seconds = args.llm_timeout;
-    options.model = args.model == "auto" ? auto_model(options.budget) : args.model;
+    options.model = args.model == "auto" ? auto_model(options.budget, args.device) : args.model;
+    options.device = args.device;
     options.traffic = args.traffic;
     options.two_tiers = args.tiers == "fast,slow";
     options.fast_layers = args.fast_layers;
@@ -236,8 +240,13 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
         "          hotpass optimize --agents knob-search:1,command:1 --agent-command 'my-agent --yolo'\n"
         "          HOTPASS_LLM_BASE_URL=http://127.0.0.1:8000/v1 HOTPASS_LLM_MODEL=qwen hotpass optimize --agents llm:2");
     optimize->add_option("--model", args->model,
-                         "checkpoint folder or preset:NAME; auto: preset:llama-300m for budgets of 15 minutes or more, else preset:tiny-llama")
+                         "checkpoint folder or preset:NAME; auto: preset:llama-300m for budgets of 15 minutes or more, else "
+                         "preset:tiny-llama (CUDA: preset:llama-3.2-1b)")
         ->capture_default_str();
+    optimize->add_option("--device", args->device,
+                         "cpu, or cuda: executors on the GPU, candidates are forward/cuda/baseline's sources built by nvcc, "
+                         "decode timed as CUDA graphs")
+        ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
     optimize->add_option("--traffic", args->traffic, "synthetic preset (chat, code, long-context, agentic), a trace, a profile or a workload JSON")
         ->capture_default_str();
     optimize->add_option("--budget", args->budget, "time and/or candidates: 3m, 90s, 1h, 40, 20m,100 (default 3m)");

@@ -34,6 +34,7 @@ struct CampaignOptions {
     bool two_tiers = true;  // false: --tiers slow
     int fast_layers = 2;
     int n_thread = 1;       // executor threads
+    std::string device = "cpu";  // cpu | cuda: executors, candidates (nvcc) and tolerances of that device
     double fast_seconds_per_shape = 0.25;
     double slow_seconds_per_shape = 0.75;
     int fast_cases = 6;     // verification batches
@@ -42,7 +43,7 @@ struct CampaignOptions {
     bool final_check = true;  // time the winner against the baseline at the end (slow tier)
     std::filesystem::path store;           // the database; objects/ and artifacts/ beside it
     std::filesystem::path out;             // winner/ and report.* land here; empty: ./hotpass-campaign-<id>
-    std::filesystem::path baseline_source; // empty: the in-tree forward/cpu/baseline
+    std::filesystem::path baseline_source; // empty: the in-tree forward/<device>/baseline
     std::string baseline_plugin = "baseline";
     int64_t resume = 0;  // a campaign id to continue
     bool live = false;   // a live progress line (a terminal) instead of log lines

@@ -25,8 +25,9 @@ struct Budget {
 };
 Result<Budget> parse_budget(const std::string &spec);
 
-// Where the in-tree baseline sources are: the source tree, or <prefix>/share/hotpass next to the binary.
-std::filesystem::path default_baseline_source();
+// Where the in-tree baseline sources of `device` (cpu, cuda) are: the source tree, or
+// <prefix>/share/hotpass next to the binary.
+std::filesystem::path default_baseline_source(const std::string &device = "cpu");
 // $HOTPASS_STORE, else $XDG_DATA_HOME/hotpass/store.db, else ~/.local/share/hotpass/store.db.
 std::filesystem::path default_store_path();
 
