@@ -96,7 +96,7 @@ if [ "${HOTPASS_GPU_SKIP_HF:-0}" != 1 ]; then
 fi
 
 if [ "${HOTPASS_GPU_SKIP_BENCH:-0}" != 1 ]; then
-  timeout 300 "$BUILD_DIR/bin/hotpass_bench_gpu_decode" --preset llama-3.2-1b --batches 1,8,32,64 --kv 1024 --json "$OUT_DIR/bench.json" 2>&1 | tee "$OUT_DIR/bench.log"
+  timeout 300 "$BUILD_DIR/bin/hotpass_bench_gpu_decode" --preset llama-3.2-1b --batches 1,8,32,64 --kv 1024 --breakdown --json "$OUT_DIR/bench.json" 2>&1 | tee "$OUT_DIR/bench.log"
   PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/gpu/hf_peer.py" --batches 1,8,32,64 --kv 1024 --json "$OUT_DIR/peer.json" 2>&1 | grep -v Warning | tee "$OUT_DIR/peer.log"
   moe_args=()
   if [ "${HOTPASS_GPU_BENCH_MOE:-1}" = 1 ]; then  # qwen3-30b-a3b, 61 GB generated on the device

@@ -4,13 +4,16 @@
 // the bytes each step must read (weights + KV) over that bandwidth as the roofline; executor-style
 // start -> ready per phase. Prints one JSON object (for write_results.py) and a short table.
 #include <CLI/CLI.hpp>
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <cxxabi.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "../../tests/gpu/gpu_rig.h"
@@ -46,8 +49,120 @@ double copy_bandwidth(backend::Backend &device, size_t bytes, int reps) {
     return 2.0 * double(bytes) / (stats_of(ms).median * 1e-3);
 }
 
+// A kernel's name without its namespace and argument list: "gemv_kernel<1, 0, true>".
+std::string kernel_name(const CUDA_KERNEL_NODE_PARAMS &params) {
+    const char *mangled = nullptr;
+    const CUresult got = params.func ? cuFuncGetName(&mangled, params.func) : cuKernelGetName(&mangled, params.kern);
+    if (got != CUDA_SUCCESS || !mangled) return "?";
+    int status = 1;
+    char *demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+    std::string name = status == 0 && demangled ? demangled : mangled;
+    std::free(demangled);
+    if (name.rfind("void ", 0) == 0) name = name.substr(5);
+    int depth = 0;
+    size_t cut = name.size(), start = 0;
+    for (size_t i = 0; i < name.size(); ++i) {
+        if (name[i] == '<') ++depth;
+        if (name[i] == '>') --depth;
+        if (depth == 0 && name[i] == '(') {
+            cut = i;
+            break;
+        }
+        if (depth == 0 && name[i] == ':' && i + 1 < name.size() && name[i + 1] == ':') start = i + 2;
+    }
+    name = name.substr(start, cut - start);
+    return name.size() > 72 ? name.substr(0, 72) : name;
+}
+
+// Time per step of each kind of kernel in a captured step, without a profiler: the step's kernel
+// nodes grouped by (kernel, grid), each group re-launched alone as a graph of its nodes in step
+// order (every layer's weights, so caches hold what they hold in the step; cluster shapes kept,
+// programmatic-launch overlap not) and timed with events, median of `reps` replays. Nodes of other
+// kinds (memset, memcpy) are not counted.
+struct KernelKind {
+    std::string name;
+    int nodes = 0;
+    double ms = 0;
+};
+std::vector<KernelKind> kernel_breakdown(cudaGraph_t step, backend::Backend &device, int reps) {
+    size_t n_node = 0;
+    HP_CUDA_CHECK(cudaGraphGetNodes(step, nullptr, &n_node));
+    std::vector<cudaGraphNode_t> nodes(n_node);
+    HP_CUDA_CHECK(cudaGraphGetNodes(step, nodes.data(), &n_node));
+    // A captured single-stream step is a chain: order the nodes by their dependencies.
+    std::map<cudaGraphNode_t, size_t> depth;
+    for (cudaGraphNode_t node : nodes) depth[node] = 0;
+    for (size_t round = 0; round < n_node; ++round) {
+        bool changed = false;
+        for (cudaGraphNode_t node : nodes) {
+            size_t n_dep = 0;  // edge data too: programmatic (PDL) edges refuse a query without it
+            HP_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n_dep));
+            std::vector<cudaGraphNode_t> deps(n_dep);
+            std::vector<cudaGraphEdgeData> edges(n_dep);
+            HP_CUDA_CHECK(cudaGraphNodeGetDependencies(node, deps.data(), edges.data(), &n_dep));
+            for (cudaGraphNode_t dep : deps) {
+                if (depth[node] < depth[dep] + 1) depth[node] = depth[dep] + 1, changed = true;
+            }
+        }
+        if (!changed) break;
+    }
+    std::stable_sort(nodes.begin(), nodes.end(), [&](cudaGraphNode_t a, cudaGraphNode_t b) { return depth[a] < depth[b]; });
+    std::vector<std::string> order;
+    struct Launch {
+        CUDA_KERNEL_NODE_PARAMS params;
+        CUkernelNodeAttrValue cluster;  // thread-block cluster shape: a cluster kernel needs it to run
+    };
+    std::map<std::string, std::vector<Launch>> groups;
+    for (cudaGraphNode_t node : nodes) {
+        cudaGraphNodeType type;
+        HP_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+        if (type != cudaGraphNodeTypeKernel) continue;
+        CUDA_KERNEL_NODE_PARAMS params{};
+        if (cuGraphKernelNodeGetParams(reinterpret_cast<CUgraphNode>(node), &params) != CUDA_SUCCESS) continue;
+        const std::string key = fmt::format("{} grid {}x{}x{}", kernel_name(params), params.gridDimX, params.gridDimY, params.gridDimZ);
+        Launch launch{params, {}};
+        if (cuGraphKernelNodeGetAttribute(reinterpret_cast<CUgraphNode>(node), CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &launch.cluster) !=
+            CUDA_SUCCESS) {
+            launch.cluster.clusterDim.x = launch.cluster.clusterDim.y = launch.cluster.clusterDim.z = 0;
+        }
+        if (!groups.count(key)) order.push_back(key);
+        groups[key].push_back(launch);
+    }
+    auto stream = static_cast<cudaStream_t>(device.stream());
+    auto timer = device.create_timer();
+    std::vector<KernelKind> kinds;
+    for (const std::string &key : order) {
+        CUgraph graph;
+        HP_CHECK(cuGraphCreate(&graph, 0) == CUDA_SUCCESS, "cuGraphCreate");
+        CUgraphNode previous = nullptr;
+        for (const Launch &launch : groups[key]) {
+            CUgraphNode node;
+            HP_CHECK(cuGraphAddKernelNode(&node, graph, previous ? &previous : nullptr, previous ? 1 : 0, &launch.params) == CUDA_SUCCESS,
+                     "cuGraphAddKernelNode");
+            if (launch.cluster.clusterDim.x > 0) {
+                HP_CHECK(cuGraphKernelNodeSetAttribute(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &launch.cluster) == CUDA_SUCCESS,
+                         "cluster dimension");
+            }
+            previous = node;
+        }
+        CUgraphExec exec;
+        HP_CHECK(cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS, "cuGraphInstantiate");
+        std::vector<double> ms;
+        for (int r = 0; r < reps + 3; ++r) {
+            timer->start();
+            HP_CHECK(cuGraphLaunch(exec, reinterpret_cast<CUstream>(stream)) == CUDA_SUCCESS, "cuGraphLaunch");
+            timer->stop();
+            if (r >= 3) ms.push_back(*timer->elapsed_ms());
+        }
+        cuGraphExecDestroy(exec);
+        cuGraphDestroy(graph);
+        kinds.push_back({key, int(groups[key].size()), stats_of(ms).median});
+    }
+    return kinds;
+}
+
 int run(const std::string &preset, const std::vector<int> &batches, int kv_length, int reps, const std::string &forward,
-        const std::string &json_path) {
+        const std::string &json_path, bool breakdown) {
     const int block_tokens = 16;
     const int max_batch = *std::max_element(batches.begin(), batches.end());
     const int max_blocks = (kv_length + 1 + block_tokens - 1) / block_tokens;
@@ -149,6 +264,16 @@ int run(const std::string &preset, const std::vector<int> &batches, int kv_lengt
         const Stats s = stats_of(graph_ms);
         const double bytes = weight_bytes + batch_size * kv_bytes_per_seq;
         const double floor_ms = bytes / bandwidth * 1e3;
+        nlohmann::json kernels = nlohmann::json::array();
+        if (breakdown) {
+            double total_ms = 0;
+            for (const KernelKind &kind : kernel_breakdown((*rig)->graph(), device, 20)) {
+                kernels.push_back({{"kernel", kind.name}, {"launches", kind.nodes}, {"ms", kind.ms}});
+                total_ms += kind.ms;
+                fmt::print("  {:>8.4f} ms {:>4}x  {}\n", kind.ms, kind.nodes, kind.name);
+            }
+            fmt::print("  {:>8.4f} ms in kernels timed alone by kind; the step takes {:.4f} ms\n", total_ms, stats_of(graph_ms).median);
+        }
         out["batches"].push_back({{"batch", batch_size},
                                   {"step_ms_median", s.median},
                                   {"step_ms_p10", s.p10},
@@ -161,7 +286,8 @@ int run(const std::string &preset, const std::vector<int> &batches, int kv_lengt
                                   {"roofline_ms", floor_ms},
                                   {"fraction_of_roofline", floor_ms / s.median},
                                   {"graph_vs_eager_max_delta", check.max_delta},
-                                  {"reps", reps}});
+                                  {"reps", reps},
+                                  {"kernels", kernels}});
         fmt::print("batch {:>3}: step {:.3f} ms (p10 {:.3f}, p90 {:.3f}; host clock {:.3f}; eager {:.3f}; capture {:.1f}) = {:.0f} tokens/s; "
                    "roofline {:.3f} ms ({:.0f}%)\n",
                    batch_size, s.median, s.p10, s.p90, host_ms, stats_of(eager_ms).median, capture_ms, batch_size / (s.median * 1e-3), floor_ms,
@@ -178,12 +304,14 @@ int main(int argc, char **argv) {
     CLI::App app{"GPU decode benchmark: CUDA-graph step time, tokens/s and roofline per batch size"};
     std::string preset = "llama-3.2-1b", forward = "baseline", json_path, batches_text = "1,8,32,64";
     int kv_length = 1024, reps = 50;
+    bool breakdown = false;
     app.add_option("--preset", preset)->capture_default_str();
     app.add_option("--forward", forward)->capture_default_str();
     app.add_option("--batches", batches_text)->capture_default_str();
     app.add_option("--kv", kv_length, "KV positions cached per sequence before the step")->capture_default_str();
     app.add_option("--reps", reps)->capture_default_str();
     app.add_option("--json", json_path, "write the figures here");
+    app.add_flag("--breakdown", breakdown, "also time each kind of kernel of the step alone (graph of its launches, events)");
     CLI11_PARSE(app, argc, argv);
     std::vector<int> batches;
     std::stringstream stream(batches_text);
@@ -192,5 +320,5 @@ int main(int argc, char **argv) {
         fmt::print(stderr, "no CUDA device\n");
         return 77;
     }
-    return hp::run(preset, batches, kv_length, reps, forward, json_path);
+    return hp::run(preset, batches, kv_length, reps, forward, json_path, breakdown);
 }

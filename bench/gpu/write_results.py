@@ -50,6 +50,20 @@ def main():
         lines.append(f"| {b['batch']} | {b['step_ms_median']:.3f} ({b['step_ms_p10']:.3f}-{b['step_ms_p90']:.3f}) | {b['tokens_per_s']:.0f} | "
                      f"{b['roofline_ms']:.3f} | {100 * b['fraction_of_roofline']:.0f}% | {b['eager_step_ms_median']:.3f} | {b.get('capture_ms', 0):.1f} | {p_ms} | {p_tps} | {speedup} |")
         table.append(f"{b['batch']:>5}  {b['tokens_per_s']:>13.0f}  {100 * b['fraction_of_roofline']:>8.0f}%  {p_tps:>18}  {speedup:>7}")
+    with_kernels = [b for b in bench["batches"] if b.get("kernels")]
+    if with_kernels:
+        lines += ["", "### Where the step's time goes (`--breakdown`)", "",
+                  "Each kind of kernel (same kernel, same grid) of the captured step re-launched alone as a graph of its launches in "
+                  "step order, timed with events (median of 20); the sum against the step shows what launches and tails between "
+                  "kernels cost.", ""]
+        for b in with_kernels:
+            total = sum(k["ms"] for k in b["kernels"])
+            lines += [f"batch {b['batch']}: kernels alone {total:.3f} ms, step {b['step_ms_median']:.3f} ms, "
+                      f"roofline {b['roofline_ms']:.3f} ms", "",
+                      "| kernel (grid) | launches | ms per step | share |", "| --- | --- | --- | --- |"]
+            for k in sorted(b["kernels"], key=lambda k: -k["ms"]):
+                lines.append(f"| `{k['kernel']}` | {k['launches']} | {k['ms']:.4f} | {100 * k['ms'] / b['step_ms_median']:.0f}% |")
+            lines.append("")
     if args.moe:
         moe = json.load(open(args.moe))
         m = moe["startup_ms"]

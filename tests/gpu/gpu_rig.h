@@ -81,6 +81,8 @@ public:
     Status launch() {
         return backend::cuda_status(cudaGraphLaunch(graph_exec_, static_cast<cudaStream_t>(engine_.device().stream())), "graph launch");
     }
+    // The captured step (null before capture()); bench/gpu times its kernels by kind.
+    cudaGraph_t graph() const { return graph_; }
     Result<std::vector<float>> logits() {
         std::vector<float> host(logit_floats_);
         HP_TRY(engine_.device().download(host.data(), device_out_.logits, host.size() * sizeof(float)));

@@ -72,6 +72,7 @@ void expect_close(const model::Model &model, const gpu_test::ScenarioResult &act
 void run_pair(const model::Model &model, DType kv_dtype, const std::string &label, bool allow_flips) {
     engine::EngineOptions options;
     options.device = backend::DeviceKind::cuda;
+    options.forward = "reference";  // the engine's default is the baseline
     options.kv.dtype = kv_dtype;
     options.kv.block_tokens = 16;
     options.kv.max_tokens = 1024;

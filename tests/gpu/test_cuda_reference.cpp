@@ -27,6 +27,7 @@ TEST_P(CudaReferenceVsHf, LogitsAndGreedyTokensMatchTransformers) {
     auto reference = nlohmann::json::parse(*read_text_file(dir / "hf_reference.json"));
     engine::EngineOptions options;
     options.device = backend::DeviceKind::cuda;
+    options.forward = "reference";  // the engine's default is the baseline
     auto engine = engine::Engine::create(*model, options);
     ASSERT_TRUE(engine.ok()) << engine.error();
     const int n_vocab = model->config.n_vocab;
@@ -76,6 +77,7 @@ TEST_P(CudaReferenceVsCpu, MixedRandomBatchesMatch) {
     auto model = model::open_model("preset:" + GetParam().preset, synthetic);
     ASSERT_TRUE(model.ok()) << model.error();
     engine::EngineOptions options;
+    options.forward = "reference";  // the engine's default is the baseline
     options.kv.dtype = GetParam().kv_dtype;
     options.kv.block_tokens = 8;
     options.kv.max_tokens = 512;

@@ -25,6 +25,7 @@
 #include <new>
 #include <vector>
 
+#include "gemv.cuh"
 #include "kernels.cuh"
 #include "knobs.h"
 
@@ -156,6 +157,69 @@ void add_bias(BaselineState &state, float *y, int n_row, const hp_tensor &b) {
     add_bias_kernel<<<blocks_for(int64_t(n_row) * n_out, 256), 256, 0, state.stream>>>(y, n_out, int64_t(n_row) * n_out, b.dtype, b.data);
 }
 
+// Decode steps (n_row <= HP_CUDA_GEMV_MAX_TOKENS) use the GEMV kernel of gemv.cuh, larger ones cuBLAS.
+bool use_gemv(int n_row) { return n_row <= HP_CUDA_GEMV_MAX_TOKENS; }
+
+hp_cuda_gemv::Segment gemv_segment(const Matrix &w, void *y, const hp_tensor *bias = nullptr) {
+    hp_cuda_gemv::Segment segment;
+    segment.w = w.w;
+    segment.n_out = w.n_out;
+    segment.y = y;
+    if (bias && present(*bias)) {
+        segment.bias = bias->data;
+        segment.bias_dtype = bias->dtype;
+    }
+    return segment;
+}
+
+// Y[n_row][n_out] (f32) = X W^T + bias, or Y += X W^T + bias (accumulate): the GEMV for decode
+// steps, else cuBLAS and a bias kernel.
+bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, float *y, int n_row, bool accumulate,
+             const hp_tensor *bias = nullptr) {
+    if (n_row == 0) return true;
+    if (!use_gemv(n_row)) {
+        const bool ok = gemm(state, w, x, y, n_row, accumulate ? 1.0f : 0.0f);
+        if (bias) add_bias(state, y, n_row, *bias);
+        return ok;
+    }
+    hp_cuda_gemv::Params p;
+    p.x = x;
+    p.n_in = w.n_in;
+    p.n_token = n_row;
+    p.n_segment = 1;
+    p.segment[0] = gemv_segment(w, y, bias);
+    if (accumulate) hp_cuda_gemv::launch<hp_cuda_gemv::kAccumulate>(p, state.stream);
+    else hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
+    return true;
+}
+
+// act[n_row][width] (bf16) = silu(X Wg^T + bg) * (X Wu^T + bu): one fused GEMV for decode steps
+// (HP_CUDA_GEMV_FUSE), else two projections and the SiLU kernel (gate and up as f32 scratch).
+bool gate_up(BaselineState &state, const Matrix &w_gate, const Matrix &w_up, const hp_tensor *b_gate, const hp_tensor *b_up,
+             const __nv_bfloat16 *x, int n_row, __nv_bfloat16 *act) {
+    if (n_row == 0) return true;
+    const Activations &a = state.act;
+    if (HP_CUDA_GEMV_FUSE && use_gemv(n_row)) {
+        hp_cuda_gemv::Params p;
+        p.x = x;
+        p.n_in = w_gate.n_in;
+        p.n_token = n_row;
+        p.n_segment = 1;
+        p.segment[0] = gemv_segment(w_gate, act, b_gate);
+        p.segment[0].w2 = w_up.w;
+        if (b_up && present(*b_up)) {
+            p.segment[0].bias2 = b_up->data;
+            p.segment[0].bias2_dtype = b_up->dtype;
+        }
+        hp_cuda_gemv::launch<hp_cuda_gemv::kSiluMul>(p, state.stream);
+        return true;
+    }
+    const bool ok = project(state, w_gate, x, a.gate, n_row, false, b_gate) && project(state, w_up, x, a.up, n_row, false, b_up);
+    silu_mul_bf16_kernel<<<blocks_for(int64_t(n_row) * w_gate.n_out, 256), 256, 0, state.stream>>>(a.gate, a.up, act,
+                                                                                                  int64_t(n_row) * w_gate.n_out);
+    return ok;
+}
+
 // The weight as bf16: itself, or a converted private copy.
 bool as_matrix(BaselineState &state, const hp_tensor &tensor, Matrix &out) {
     if (!present(tensor)) return true;
@@ -252,13 +316,13 @@ void launch_attention(BaselineState &state, const hp_batch &batch, int layer, in
         hp.k_norm = w.k_norm.data;
     }
     const int head_threads = std::min(256, (c.d_head + 31) / 32 * 32);
-    head_kernel<KV><<<dim3(c.n_head + c.n_head_kv, batch.n_token), head_threads, 0, state.stream>>>(
+    hp_cuda_gemv::launch_pdl(head_kernel<KV>, dim3(c.n_head + c.n_head_kv, batch.n_token), dim3(head_threads), 0, state.stream,
         hp, a.q, a.k, a.v, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer]);
     AttentionParams ap{c.n_head, c.n_head_kv, c.d_head, n_split, 1.0f / sqrtf(float(c.d_head)), kv.block_tokens, batch.max_blocks_per_seq};
-    attention_split_kernel<KV><<<dim3(c.n_head_kv, batch.n_token, n_split), kAttnThreads, attention_shared_bytes(c.d_head), state.stream>>>(
-        ap, a.q, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer], state.partial);
-    attention_reduce_kernel<<<dim3(c.n_head, batch.n_token), std::min(256, (c.d_head + 31) / 32 * 32), 0, state.stream>>>(
-        state.partial, c.n_head, n_split, c.d_head, a.attn);
+    hp_cuda_gemv::launch_pdl(attention_split_kernel<KV>, dim3(c.n_head_kv, batch.n_token, n_split), dim3(kAttnThreads),
+        attention_shared_bytes(c.d_head), state.stream, ap, a.q, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer], state.partial);
+    hp_cuda_gemv::launch_pdl(attention_reduce_kernel, dim3(c.n_head, batch.n_token), dim3(std::min(256, (c.d_head + 31) / 32 * 32)), 0,
+        state.stream, state.partial, c.n_head, n_split, c.d_head, a.attn);
 }
 
 // Routed experts (+ shared expert) of every token, added into the residual x.
@@ -268,7 +332,7 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts) {
     const LayerMatrices &m = state.layers[size_t(layer)];
     const Activations &a = state.act;
     const int k = c.n_expert_used, width = c.d_ff_expert;
-    bool ok = gemm(state, m.router, a.h, a.router, n_token, 0.0f);
+    bool ok = project(state, m.router, a.h, a.router, n_token, false);
     route_kernel<<<blocks_for(n_token, 64), 64, 0, state.stream>>>(a.router, n_token, c.n_expert, k, c.norm_topk_prob, a.expert_index,
                                                                    a.expert_weight, expert_counts ? expert_counts + int64_t(layer) * c.n_expert : nullptr);
     const int rows = HP_CUDA_MOE_ROWS_PER_BLOCK;
@@ -278,11 +342,9 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts) {
         m.expert_tables + 2 * c.n_expert, a.expert_index, a.act, width, c.d_model, a.expert_out);
     const bool shared = present(w.shared_gate);
     if (shared) {
-        const int shared_width = m.shared_gate.n_out;
-        ok = ok && gemm(state, m.shared_gate, a.h, a.gate, n_token, 0.0f) && gemm(state, m.shared_up, a.h, a.up, n_token, 0.0f);
-        silu_mul_bf16_kernel<<<blocks_for(int64_t(n_token) * shared_width, 256), 256, 0, state.stream>>>(a.gate, a.up, a.act, int64_t(n_token) * shared_width);
-        ok = ok && gemm(state, m.shared_down, a.act, a.shared_out, n_token, 0.0f) &&
-             gemm(state, m.shared_expert_gate, a.h, a.shared_logit, n_token, 0.0f);
+        ok = ok && gate_up(state, m.shared_gate, m.shared_up, nullptr, nullptr, a.h, n_token, a.act);
+        ok = ok && project(state, m.shared_down, a.act, a.shared_out, n_token, false) &&
+             project(state, m.shared_expert_gate, a.h, a.shared_logit, n_token, false);
     }
     moe_combine_kernel<<<n_token, 256, 0, state.stream>>>(a.x, a.expert_out, a.expert_weight, k, shared ? a.shared_out : nullptr,
                                                           a.shared_logit, c.d_model);
@@ -318,36 +380,45 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
     for (int layer = 0; ok && layer < c.n_layer; ++layer) {
         const hp_layer &w = model.layers[layer];
         const LayerMatrices &m = state.layers[size_t(layer)];
-        rms_norm_bf16_kernel<<<n_token, HP_CUDA_NORM_THREADS, 0, state.stream>>>(a.x, nullptr, a.h, c.d_model, w.attn_norm.dtype,
-                                                                                w.attn_norm.data, c.norm_eps);
-        ok = gemm(state, m.wq, a.h, a.q, n_token, 0.0f) && gemm(state, m.wk, a.h, a.k, n_token, 0.0f) && gemm(state, m.wv, a.h, a.v, n_token, 0.0f);
+        hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(n_token), dim3(HP_CUDA_NORM_THREADS), 0, state.stream, a.x, nullptr, a.h,
+                                 c.d_model, w.attn_norm.dtype, w.attn_norm.data, c.norm_eps);
+        if (HP_CUDA_GEMV_FUSE && use_gemv(n_token) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
+            // q, k and v read the same input: one launch (their biases are added by the head kernel).
+            hp_cuda_gemv::Params p;
+            p.x = a.h;
+            p.n_in = m.wq.n_in;
+            p.n_token = n_token;
+            p.n_segment = 3;
+            p.segment[0] = gemv_segment(m.wq, a.q);
+            p.segment[1] = gemv_segment(m.wk, a.k);
+            p.segment[2] = gemv_segment(m.wv, a.v);
+            hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
+        } else {
+            ok = project(state, m.wq, a.h, a.q, n_token, false) && project(state, m.wk, a.h, a.k, n_token, false) &&
+                 project(state, m.wv, a.h, a.v, n_token, false);
+        }
         switch (model.kv->dtype) {
             case HP_DTYPE_F32: launch_attention<HP_DTYPE_F32>(state, *batch, layer, n_split); break;
             case HP_DTYPE_F16: launch_attention<HP_DTYPE_F16>(state, *batch, layer, n_split); break;
             case HP_DTYPE_BF16: launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split); break;
         }
-        ok = ok && gemm(state, m.wo, a.attn, a.x, n_token, 1.0f);
-        add_bias(state, a.x, n_token, w.bo);
+        ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo);
 
-        rms_norm_bf16_kernel<<<n_token, HP_CUDA_NORM_THREADS, 0, state.stream>>>(a.x, nullptr, a.h, c.d_model, w.ffn_norm.dtype,
-                                                                                w.ffn_norm.data, c.norm_eps);
+        hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(n_token), dim3(HP_CUDA_NORM_THREADS), 0, state.stream, a.x, nullptr, a.h,
+                                 c.d_model, w.ffn_norm.dtype, w.ffn_norm.data, c.norm_eps);
         if (w.is_moe) {
             ok = ok && moe(state, layer, n_token, out->expert_counts);
             continue;
         }
-        ok = ok && gemm(state, m.w_gate, a.h, a.gate, n_token, 0.0f) && gemm(state, m.w_up, a.h, a.up, n_token, 0.0f);
-        add_bias(state, a.gate, n_token, w.b_gate);
-        add_bias(state, a.up, n_token, w.b_up);
-        silu_mul_bf16_kernel<<<blocks_for(int64_t(n_token) * c.d_ff, 256), 256, 0, state.stream>>>(a.gate, a.up, a.act, int64_t(n_token) * c.d_ff);
-        ok = ok && gemm(state, m.w_down, a.act, a.x, n_token, 1.0f);
-        add_bias(state, a.x, n_token, w.b_down);
+        ok = ok && gate_up(state, m.w_gate, m.w_up, &w.b_gate, &w.b_up, a.h, n_token, a.act);
+        ok = ok && project(state, m.w_down, a.act, a.x, n_token, true, &w.b_down);
     }
     (void)q_width;
     (void)kv_width;
     if (batch->n_logit_row > 0) {
-        rms_norm_bf16_kernel<<<batch->n_logit_row, HP_CUDA_NORM_THREADS, 0, state.stream>>>(a.x, batch->logit_rows, a.h, c.d_model,
-                                                                                           model.output_norm.dtype, model.output_norm.data, c.norm_eps);
-        ok = ok && gemm(state, state.lm_head, a.h, out->logits, batch->n_logit_row, 0.0f);
+        hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(batch->n_logit_row), dim3(HP_CUDA_NORM_THREADS), 0, state.stream, a.x,
+                                 batch->logit_rows, a.h, c.d_model, model.output_norm.dtype, model.output_norm.data, c.norm_eps);
+        ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false);
     }
     if (const cudaError_t code = cudaGetLastError(); code != cudaSuccess) {
         log_message(state, HP_LOG_ERROR, "kernel launch", cudaGetErrorString(code));

@@ -1,7 +1,7 @@
-// The CUDA baseline's own kernels (projections are cuBLAS): fused RMSNorm -> bf16, the per-head
-// bias + q/k norm + RoPE + KV-cache write, split-KV paged decode attention and its reduction,
-// SiLU gating, MoE routing, routed-expert GEMVs and their weighted sum. Float32 math; bf16 only
-// where a cuBLAS input or a cache element is stored. Mirrors forward/cuda/reference's operations.
+// The CUDA baseline's own kernels besides the projections (gemv.cuh for decode steps, cuBLAS
+// otherwise): fused RMSNorm -> bf16, the per-head bias + q/k norm + RoPE + KV-cache write, split-KV
+// paged decode attention and its reduction, SiLU gating, MoE routing, routed-expert GEMVs and their
+// weighted sum. Float32 math; bf16 only where a projection input or a cache element is stored. Mirrors forward/cuda/reference's operations.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,6 +12,7 @@
 
 #include <hotpass/forward_abi.h>
 
+#include "gemv.cuh"
 #include "knobs.h"
 
 namespace hp_cuda_baseline {
@@ -80,6 +81,8 @@ __global__ void embed_kernel(float *x, const int32_t *token_ids, hp_dtype dtype,
 // out[r] = bf16(x[src] / sqrt(mean(x[src]^2) + eps) * weight), src = rows ? rows[r] : r.
 __global__ void __launch_bounds__(HP_CUDA_NORM_THREADS) rms_norm_bf16_kernel(const float *x, const int32_t *rows, __nv_bfloat16 *out,
                                                                             int n, hp_dtype w_dtype, const void *weight, float eps) {
+    hp_cuda_gemv::launch_dependents();  // the GEMV after it may start streaming its weights
+    hp_cuda_gemv::wait_for_previous_grid();
     const int r = blockIdx.x;
     const float *in = x + int64_t(rows ? rows[r] : r) * n;
     float sum_sq = 0.0f;
@@ -119,6 +122,8 @@ __global__ void head_kernel(HeadParams p, float *q, const float *k, const float 
                             const int32_t *block_tables, void *k_cache, void *v_cache) {
     __shared__ float head[kMaxHeadDim];
     __shared__ float v_head[kMaxHeadDim];
+    hp_cuda_gemv::launch_dependents();
+    hp_cuda_gemv::wait_for_previous_grid();
     const int hh = blockIdx.x, t = blockIdx.y, d = p.d_head, half = d / 2;
     const bool is_q = hh < p.n_head;
     const int h = is_q ? hh : hh - p.n_head;
@@ -174,6 +179,7 @@ struct AttentionParams {
     int block_tokens, max_blocks;
 };
 
+constexpr int kAttnUnroll = HP_CUDA_ATTN_UNROLL;     // a pragma takes a constant, not a macro
 constexpr int kAttnThreads = HP_CUDA_ATTN_WARPS * 32;  // also the KV positions of one tile
 constexpr int kAttnOutPerThread = (kMaxGroup * kMaxHeadDim + kAttnThreads - 1) / kAttnThreads;
 
@@ -208,6 +214,8 @@ __global__ void __launch_bounds__(kAttnThreads) attention_split_kernel(Attention
                                                                      const void *k_cache, const void *v_cache, float *partial) {
     extern __shared__ float shared[];
     constexpr int T = kAttnThreads;
+    hp_cuda_gemv::launch_dependents();
+    hp_cuda_gemv::wait_for_previous_grid();
     const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
     const int lane = tid % 32, warp = tid / 32, d = p.d_head;
     const int group = p.n_head / p.n_head_kv;
@@ -242,6 +250,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_split_kernel(Attention
             float dot[kMaxGroup];
 #pragma unroll
             for (int hh = 0; hh < kMaxGroup; ++hh) dot[hh] = 0.0f;
+#pragma unroll kAttnUnroll
             for (int i0 = 0; i0 < d; i0 += 8) {
                 float k8[8];
                 load8<KV>(k_cache, base + i0, k8);
@@ -289,6 +298,7 @@ __global__ void __launch_bounds__(kAttnThreads) attention_split_kernel(Attention
             if (o >= group * d) break;
             const int hh = o / d, i = o % d;
             float value = acc[k] * alpha_s[hh];
+#pragma unroll kAttnUnroll
             for (int j = 0; j < n_valid; ++j) value += s_s[hh * T + j] * load_as<KV>(v_cache, row_s[j] + i);
             acc[k] = value;
         }
@@ -316,6 +326,8 @@ inline size_t attention_shared_bytes(int d_head) {
 // the split weights exp(m_s - max) / total are computed once into shared memory.
 __global__ void attention_reduce_kernel(const float *partial, int n_head, int n_split, int d, __nv_bfloat16 *out) {
     __shared__ float weight_s[HP_CUDA_ATTN_MAX_SPLIT];
+    hp_cuda_gemv::launch_dependents();  // the o_proj GEMV after it may start streaming its weights
+    hp_cuda_gemv::wait_for_previous_grid();
     const int h = blockIdx.x, t = blockIdx.y;
     const float *base = partial + (int64_t(t) * n_head + h) * n_split * (d + 2);
     if (threadIdx.x == 0) {

@@ -14,11 +14,35 @@
 #ifndef HP_CUDA_ATTN_MAX_SPLIT
 #define HP_CUDA_ATTN_MAX_SPLIT 32
 #endif
+#ifndef HP_CUDA_ATTN_UNROLL
+#define HP_CUDA_ATTN_UNROLL 4
+#endif
 #ifndef HP_CUDA_GEMM_ALGO
 #define HP_CUDA_GEMM_ALGO -1
 #endif
 #ifndef HP_CUDA_MOE_ROWS_PER_BLOCK
 #define HP_CUDA_MOE_ROWS_PER_BLOCK 8
+#endif
+#ifndef HP_CUDA_GEMV_MAX_TOKENS
+#define HP_CUDA_GEMV_MAX_TOKENS 8
+#endif
+#ifndef HP_CUDA_GEMV_WARPS
+#define HP_CUDA_GEMV_WARPS 4
+#endif
+#ifndef HP_CUDA_GEMV_UNROLL
+#define HP_CUDA_GEMV_UNROLL 4
+#endif
+#ifndef HP_CUDA_GEMV_MAX_CLUSTER
+#define HP_CUDA_GEMV_MAX_CLUSTER 8
+#endif
+#ifndef HP_CUDA_GEMV_TARGET_WARPS
+#define HP_CUDA_GEMV_TARGET_WARPS 2048
+#endif
+#ifndef HP_CUDA_GEMV_FUSE
+#define HP_CUDA_GEMV_FUSE 1
+#endif
+#ifndef HP_CUDA_PDL
+#define HP_CUDA_PDL 1
 #endif
 #ifndef HP_CUDA_WORKSPACE_TOKENS
 #define HP_CUDA_WORKSPACE_TOKENS 256
@@ -28,5 +52,15 @@ static_assert(HP_CUDA_NORM_THREADS % 32 == 0 && HP_CUDA_NORM_THREADS <= 1024, "n
 static_assert(HP_CUDA_ATTN_WARPS >= 1 && HP_CUDA_ATTN_WARPS * 32 <= 1024, "attn_warps: 1..32");
 static_assert(HP_CUDA_ATTN_SPLIT_TOKENS >= 1 && HP_CUDA_ATTN_MAX_SPLIT >= 1 && HP_CUDA_ATTN_MAX_SPLIT <= 64,
               "attention split knobs: positive, at most 64 splits");
+static_assert(HP_CUDA_ATTN_UNROLL >= 1 && HP_CUDA_ATTN_UNROLL <= 16, "attn_unroll: 1..16");
 static_assert(HP_CUDA_MOE_ROWS_PER_BLOCK >= 1 && HP_CUDA_MOE_ROWS_PER_BLOCK <= 32, "moe_rows_per_block: 1..32");
+static_assert(HP_CUDA_GEMV_MAX_TOKENS >= 0, "gemv_max_tokens: 0 (never) or more");
+static_assert(HP_CUDA_GEMV_WARPS >= 1 && HP_CUDA_GEMV_WARPS <= 8, "gemv_warps: 1..8 (shared memory of the reduction)");
+static_assert(HP_CUDA_GEMV_UNROLL >= 1 && HP_CUDA_GEMV_UNROLL <= 8, "gemv_unroll: 1..8");
+static_assert(HP_CUDA_GEMV_MAX_CLUSTER == 1 || HP_CUDA_GEMV_MAX_CLUSTER == 2 || HP_CUDA_GEMV_MAX_CLUSTER == 4 ||
+                  HP_CUDA_GEMV_MAX_CLUSTER == 8,
+              "gemv_max_cluster: 1, 2, 4 or 8 (portable cluster sizes)");
+static_assert(HP_CUDA_GEMV_TARGET_WARPS >= 1, "gemv_target_warps: positive");
+static_assert(HP_CUDA_GEMV_FUSE == 0 || HP_CUDA_GEMV_FUSE == 1, "gemv_fuse: 0 or 1");
+static_assert(HP_CUDA_PDL == 0 || HP_CUDA_PDL == 1, "pdl: 0 or 1");
 static_assert(HP_CUDA_WORKSPACE_TOKENS >= 1, "workspace_tokens must be positive");

@@ -1,0 +1,251 @@
+// The CUDA baseline's decode GEMV (forward/cuda/baseline/gemv.cuh) against plain float64 math on
+// the host over the same bf16 inputs: fresh random weights, activations, biases and residuals per
+// case, shapes off every tile (n_in not a multiple of 8 or of a warp's 32-input step, n_out not a
+// multiple of the 16-row tile, 1..64 tokens, unaligned operands), every epilogue, q/k/v-style
+// multi-matrix launches. Outputs are poisoned first, so an unwritten element fails; two runs must
+// agree bit for bit (no atomics, fixed reduction order). Built with the plugin's knob values.
+//
+// Tolerance: float32 accumulation (in the tensor cores, then across warps) over n_in products
+// differs from float64 by rounding of the partial sums, bounded by a small multiple of 2^-23 times
+// the sum of |w x| per rounding step; each element is held to 5e-5 * sum_i |w_i x_i| (+ 1e-6), far
+// below a wrong index or a lost product (O(1) of that sum). The SwiGLU epilogue rounds its
+// product to bf16, so there 2^-8 of |value| more.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../forward/cuda/baseline/gemv.cuh"
+
+namespace {
+
+namespace gemv = hp_cuda_gemv;
+
+bool have_device() {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+uint16_t to_bf16_bits(float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);  // round to nearest even (finite inputs)
+}
+float from_bf16_bits(uint16_t bits) {
+    const uint32_t wide = uint32_t(bits) << 16;
+    float value;
+    std::memcpy(&value, &wide, 4);
+    return value;
+}
+
+struct Bf16Buffer {
+    std::vector<uint16_t> host;
+    std::vector<float> value;  // the same numbers as float
+};
+Bf16Buffer random_bf16(std::mt19937 &rng, size_t n, float scale) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    Bf16Buffer b;
+    for (size_t i = 0; i < n; ++i) {
+        b.host.push_back(to_bf16_bits(normal(rng)));
+        b.value.push_back(from_bf16_bits(b.host.back()));
+    }
+    return b;
+}
+
+template <class T>
+T *upload(const std::vector<T> &host, size_t offset_elements = 0) {
+    void *ptr = nullptr;
+    if (cudaMalloc(&ptr, (host.size() + offset_elements) * sizeof(T) + 16) != cudaSuccess) return nullptr;
+    T *at = static_cast<T *>(ptr) + offset_elements;
+    cudaMemcpy(at, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+    return at;
+}
+
+struct Case {
+    int n_in, n_token, epilogue;
+    std::vector<int> n_out;  // one entry per segment
+    bool bias = true;
+    bool misaligned = false;  // x and w one element past a 16-byte boundary: the element-load path
+};
+
+std::string describe(const Case &c) {
+    std::string text = "n_in " + std::to_string(c.n_in) + ", n_token " + std::to_string(c.n_token) + ", epilogue " +
+                       std::to_string(c.epilogue) + ", n_out";
+    for (int n : c.n_out) text += " " + std::to_string(n);
+    return text + (c.misaligned ? ", misaligned" : "") + (c.bias ? ", bias" : "");
+}
+
+void run_case(const Case &c, uint32_t seed) {
+    SCOPED_TRACE(describe(c));
+    std::mt19937 rng(seed);
+    const int n_seg = int(c.n_out.size());
+    const bool silu = c.epilogue == gemv::kSiluMul;
+    const size_t off = c.misaligned ? 1 : 0;
+    const Bf16Buffer x = random_bf16(rng, size_t(c.n_token) * c.n_in, 1.0f);
+    std::vector<Bf16Buffer> w(n_seg), w2(n_seg);
+    std::vector<std::vector<float>> bias(n_seg), bias2(n_seg), y0(n_seg);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    gemv::Params p;
+    p.n_in = c.n_in;
+    p.n_token = c.n_token;
+    p.n_segment = n_seg;
+    p.x = reinterpret_cast<const __nv_bfloat16 *>(upload(x.host, off));
+    std::vector<void *> outputs(n_seg);
+    for (int s = 0; s < n_seg; ++s) {
+        const int n_out = c.n_out[s];
+        w[s] = random_bf16(rng, size_t(n_out) * c.n_in, 0.05f);
+        gemv::Segment &seg = p.segment[s];
+        seg.n_out = n_out;
+        seg.w = reinterpret_cast<const __nv_bfloat16 *>(upload(w[s].host, off));
+        if (silu) {
+            w2[s] = random_bf16(rng, size_t(n_out) * c.n_in, 0.05f);
+            seg.w2 = reinterpret_cast<const __nv_bfloat16 *>(upload(w2[s].host, off));
+        }
+        bias[s].assign(size_t(n_out), 0.0f);
+        bias2[s].assign(size_t(n_out), 0.0f);
+        if (c.bias) {
+            for (float &b : bias[s]) b = uniform(rng);
+            for (float &b : bias2[s]) b = uniform(rng);
+            seg.bias = upload(bias[s]);
+            seg.bias2 = upload(bias2[s]);
+            seg.bias_dtype = seg.bias2_dtype = HP_DTYPE_F32;
+        }
+        const size_t n_y = size_t(c.n_token) * n_out;
+        if (silu) {
+            seg.y = upload(std::vector<uint16_t>(n_y, 0x7fc0));  // bf16 NaN
+        } else if (c.epilogue == gemv::kAccumulate) {
+            y0[s].resize(n_y);
+            for (float &v : y0[s]) v = uniform(rng);
+            seg.y = upload(y0[s]);
+        } else {
+            seg.y = upload(std::vector<float>(n_y, NAN));
+        }
+        ASSERT_NE(seg.y, nullptr);
+        outputs[s] = seg.y;
+    }
+    auto launch = [&] {
+        if (c.epilogue == gemv::kStore) gemv::launch<gemv::kStore>(p, nullptr);
+        else if (c.epilogue == gemv::kAccumulate) gemv::launch<gemv::kAccumulate>(p, nullptr);
+        else gemv::launch<gemv::kSiluMul>(p, nullptr);
+    };
+    launch();
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+    for (int s = 0; s < n_seg; ++s) {
+        const int n_out = c.n_out[s];
+        const size_t n_y = size_t(c.n_token) * n_out;
+        std::vector<float> got(n_y);
+        std::vector<uint16_t> got_bf16(n_y);
+        if (silu) {
+            CHECK_CUDA(cudaMemcpy(got_bf16.data(), outputs[s], n_y * 2, cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < n_y; ++i) got[i] = from_bf16_bits(got_bf16[i]);
+        } else {
+            CHECK_CUDA(cudaMemcpy(got.data(), outputs[s], n_y * 4, cudaMemcpyDeviceToHost));
+        }
+        int bad = 0;
+        for (int t = 0; t < c.n_token; ++t) {
+            for (int o = 0; o < n_out; ++o) {
+                double dot = 0, mass = 0, dot2 = 0, mass2 = 0;
+                for (int i = 0; i < c.n_in; ++i) {
+                    const double xv = x.value[size_t(t) * c.n_in + i];
+                    const double wv = w[s].value[size_t(o) * c.n_in + i];
+                    dot += wv * xv;
+                    mass += std::fabs(wv * xv);
+                    if (silu) {
+                        const double uv = w2[s].value[size_t(o) * c.n_in + i];
+                        dot2 += uv * xv;
+                        mass2 += std::fabs(uv * xv);
+                    }
+                }
+                const size_t at = size_t(t) * n_out + o;
+                double expected = dot + bias[s][o], bound = 5e-5 * mass + 1e-6;
+                if (c.epilogue == gemv::kAccumulate) expected += y0[s][at];
+                if (silu) {
+                    const double g = expected, u = dot2 + bias2[s][o];
+                    expected = g / (1.0 + std::exp(-g)) * u;
+                    bound = 5e-5 * (mass * std::fabs(u) + mass2 * std::fabs(g)) + std::ldexp(std::fabs(expected), -8) + 1e-6;
+                }
+                const double got_value = got[at];
+                if (!(std::fabs(got_value - expected) <= bound) && bad++ < 5) {
+                    ADD_FAILURE() << "segment " << s << " token " << t << " row " << o << ": got " << got_value << ", expected " << expected
+                                  << " (bound " << bound << ")";
+                }
+            }
+        }
+        EXPECT_EQ(bad, 0) << "segment " << s << ": " << bad << " of " << n_y << " outputs off";
+        // A second run (store and SwiGLU rewrite their output) must give the same bits.
+        if (c.epilogue != gemv::kAccumulate) {
+            std::vector<char> first(n_y * (silu ? 2 : 4)), second(first.size());
+            CHECK_CUDA(cudaMemcpy(first.data(), outputs[s], first.size(), cudaMemcpyDeviceToHost));
+            launch();
+            CHECK_CUDA(cudaDeviceSynchronize());
+            CHECK_CUDA(cudaMemcpy(second.data(), outputs[s], second.size(), cudaMemcpyDeviceToHost));
+            EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size()), 0) << "segment " << s << ": runs differ";
+        }
+    }
+    cudaFree(const_cast<void *>(static_cast<const void *>(reinterpret_cast<const char *>(p.x) - off * 2)));
+    for (int s = 0; s < n_seg; ++s) {
+        cudaFree(const_cast<void *>(static_cast<const void *>(reinterpret_cast<const char *>(p.segment[s].w) - off * 2)));
+        if (p.segment[s].w2) cudaFree(const_cast<void *>(static_cast<const void *>(reinterpret_cast<const char *>(p.segment[s].w2) - off * 2)));
+        cudaFree(const_cast<void *>(p.segment[s].bias));
+        cudaFree(const_cast<void *>(p.segment[s].bias2));
+        cudaFree(outputs[s]);
+    }
+}
+
+TEST(CudaGemv, StoreMatchesHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_token : {1, 3, 8, 17, 64}) {
+        for (int n_in : {2048, 1000, 2050, 7}) {
+            run_case({n_in, n_token, gemv::kStore, {1003}, n_token % 2 == 1}, seed++);
+        }
+    }
+    run_case({4096, 2, gemv::kStore, {1}, true}, seed++);
+}
+
+TEST(CudaGemv, AccumulateMatchesHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_token : {1, 3, 8, 17, 33}) {
+        for (int n_in : {8192, 1000, 2050}) run_case({n_in, n_token, gemv::kAccumulate, {517}, true}, seed++);
+    }
+}
+
+TEST(CudaGemv, SiluMulMatchesHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_token : {1, 2, 5, 8, 17}) {
+        for (int n_in : {2048, 1000, 2050}) run_case({n_in, n_token, gemv::kSiluMul, {333}, n_token != 2}, seed++);
+    }
+}
+
+TEST(CudaGemv, ThreeSegmentsMatchHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_token : {1, 4, 9}) {
+        run_case({2048, n_token, gemv::kStore, {2048, 512, 512}, false}, seed++);
+        run_case({1000, n_token, gemv::kStore, {61, 1, 130}, true}, seed++);
+    }
+}
+
+TEST(CudaGemv, UnalignedOperandsTakeTheElementPath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int epilogue : {gemv::kStore, gemv::kAccumulate, gemv::kSiluMul}) {
+        Case c{2048, 3, epilogue, {77}, true, true};
+        run_case(c, seed++);
+    }
+}
+
+}  // namespace
