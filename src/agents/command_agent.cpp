@@ -132,7 +132,7 @@ Status CommandAgent::write_task(const AgentContext &context) const {
         "ends after {:.0f} s of wall time (waiting for verdicts included), and the whole process group is\n"
         "then killed.\n\n",
         name_, turn_, config_.max_turns, config_.turn_seconds);
-    task += task_rules() + "\n" + verdict_guide() + "\n" + results_text(context) + "\n" + notes_text(context);
+    task += task_rules(config_.device) + "\n" + verdict_guide() + "\n" + results_text(context) + "\n" + notes_text(context);
     return write_file_atomic(workspace_ / "TASK.md", task);
 }
 

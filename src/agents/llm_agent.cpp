@@ -158,7 +158,9 @@ LlmAgent::LlmAgent(std::string name, LlmConfig config, fs::path base_source, fs:
 
 json LlmAgent::messages(const AgentContext &context) const {
     const std::string system =
-        "You are a performance engineer optimising the forward pass of an LLM inference engine (C++, CPU).\n\n" + task_rules() +
+        fmt::format("You are a performance engineer optimising the forward pass of an LLM inference engine ({}).\n\n",
+                    config_.device == "cuda" ? "CUDA C++ on an NVIDIA GPU" : "C++ on the CPU") +
+        task_rules(config_.device) +
         "\n" + verdict_guide() +
         "\n## Reply format\n\nReply with the complete new contents of every file you change, each in a fenced code block whose "
         "first line is `// file: PATH` (PATH relative to the sources' directory, e.g. `// file: gemv.cpp`). Files you leave out stay "

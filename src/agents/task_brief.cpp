@@ -6,7 +6,22 @@
 
 namespace hp::agents {
 
-std::string task_rules() {
+std::string task_rules(const std::string &device) {
+    const std::string build =
+        device == "cuda"
+            ? R"(- A candidate is a directory of CUDA C++ sources implementing the hotpass forward-pass plugin ABI
+  (`#include "hotpass/forward_abi.h"`, already on the include path); it runs on the GPU, on the
+  stream the executor gives it. Every `.cu`, `.cpp`, `.cc` and `.c` file in it is compiled together:
+  `nvcc -std=c++20 -O3 -shared -cudart=shared -Xcompiler=-fPIC,-fvisibility=hidden,-fno-gnu-unique
+  -gencode=arch=compute_XX,code=sm_XX -I<abi include dir> -I<candidate dir> [-DKNOB=value ...] *.cu -lcublas`.
+  Work launched outside the timed stream is rejected (`escaped_stream`).
+)"
+            : R"(- A candidate is a directory of C++ sources implementing the hotpass forward-pass plugin ABI
+  (`#include "hotpass/forward_abi.h"`, already on the include path). Every `.cpp`, `.cc` and `.c`
+  file in it is compiled together:
+  `g++ -std=c++20 -O3 -march=native -fPIC -shared -fvisibility=hidden -fno-gnu-unique -pthread
+  -I<abi include dir> -I<candidate dir> [-DKNOB=value ...] *.cpp`.
+)";
     return R"(## Goal
 
 Make the forward pass as fast as possible while staying correct. Speed is measured on the
@@ -15,12 +30,7 @@ the current incumbent; only a verified, significantly faster candidate can repla
 
 ## Rules
 
-- A candidate is a directory of C++ sources implementing the hotpass forward-pass plugin ABI
-  (`#include "hotpass/forward_abi.h"`, already on the include path). Every `.cpp`, `.cc` and `.c`
-  file in it is compiled together:
-  `g++ -std=c++20 -O3 -march=native -fPIC -shared -fvisibility=hidden -fno-gnu-unique -pthread
-  -I<abi include dir> -I<candidate dir> [-DKNOB=value ...] *.cpp`.
-- The plugin must export exactly one symbol, `hp_forward_entry` (keep `HP_EXPORT` on it), and
+)" + build + R"(- The plugin must export exactly one symbol, `hp_forward_entry` (keep `HP_EXPORT` on it), and
   compute what the float32 reference computes: logits within tolerance, the KV cache written in
   the ABI's paged layout, deterministic results, no writes outside its outputs.
 - The plugin runs in a sandboxed executor: no files, sockets, processes or exec after start-up;
@@ -39,14 +49,15 @@ std::string verdict_guide() {
   exports something other than `hp_forward_entry`.
 - `load_failed`, `abi_mismatch`: dlopen or the ABI version/vtable check failed.
 - `crash`, `hang`, `forbidden_syscall`, `wrote_weights`: the executor died (signal, deadline, a
-  sandbox violation, a write to the read-only weights).
+  sandbox violation, a write to the read-only weights); `device_fault`: a CUDA error poisoned the
+  executor's context.
 - `plugin_error`: forward returned an error; `wrong_output`: logits differ from the reference;
   `unwritten_output`, `nan_output`: logits left unwritten or NaN; `kv_mismatch`: the KV cache
   differs; `wrote_inputs`, `wrote_outside_outputs`: memory it must not write was changed;
   `nondeterministic`: two identical calls differ; `greedy_divergence`: a greedy decode diverged.
 - `leaks_memory`, `leaked_thread`: resources not given back on unload; `impossible`: timings that
   cannot be real; `wrong_after_timing`: wrong when re-verified after timing; `too_slow`: far slower
-  than the incumbent on some shape.
+  than the incumbent on some shape; `escaped_stream` (CUDA): work outside the timed stream.
 - `not_faster`: correct, but not significantly faster than the incumbent; `faster`: correct and
   significantly faster (bootstrap CI of the weighted speedup above 1, rank test, >= 1% effect).
 )";

@@ -284,13 +284,16 @@ Status CampaignRun::make_agents() {
             const std::string name = fmt::format("{}-{}", spec.kind, i + 1);
             if (spec.kind == "command") {
                 agents::CommandAgentConfig config = options_.command;
+                config.device = options_.device;
                 std::error_code code;
                 const fs::path exe = fs::read_symlink("/proc/self/exe", code);
                 if (config.hotpass_binary.empty() && !code && exe.filename() == "hotpass") config.hotpass_binary = exe;
                 agents_.push_back(std::make_unique<agents::CommandAgent>(name, config, objects_.sources(source_hash_), workspaces / name,
                                                                          protected_dirs));
             } else if (spec.kind == "llm") {
-                agents_.push_back(std::make_unique<agents::LlmAgent>(name, options_.llm, objects_.sources(source_hash_), workspaces / name,
+                agents::LlmConfig config = options_.llm;
+                config.device = options_.device;
+                agents_.push_back(std::make_unique<agents::LlmAgent>(name, config, objects_.sources(source_hash_), workspaces / name,
                                                                      store_.get(), campaign_.id));
             } else if (spec.kind == "knob-random" || spec.kind == "knob-evolve") {
                 const auto strategy = spec.kind == "knob-evolve" ? agents::KnobStrategy::evolve : agents::KnobStrategy::random;

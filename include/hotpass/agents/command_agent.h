@@ -30,6 +30,7 @@ struct CommandAgentConfig {
     int max_failures = 3;                  // failed turns in a row before the agent retires
     std::vector<std::string> env;          // extra KEY=VALUE for the command
     std::filesystem::path hotpass_binary;  // runs `hotpass` commands other than submit; empty: none
+    std::string device = "cpu";            // the campaign's device: the rules TASK.md states
 };
 
 class CommandAgent : public Agent {

@@ -34,6 +34,7 @@ struct LlmConfig {
     int max_failures = 3;             // failed turns in a row before it retires
     double timeout_seconds = 300;     // connect, write and read timeouts of one request
     size_t max_prompt_bytes = 120000; // sources beyond this are listed, not sent
+    std::string device = "cpu";       // the campaign's device: the rules the prompt states
 };
 
 // HOTPASS_LLM_BASE_URL (else OPENAI_BASE_URL), HOTPASS_LLM_MODEL (else OPENAI_MODEL),

@@ -10,9 +10,9 @@
 
 namespace hp::agents {
 
-// The goal and the rules of a candidate directory (how it is built, what it must export, what the
-// verifier checks, what is forbidden).
-std::string task_rules();
+// The goal and the rules of a candidate directory on `device` (cpu | cuda): how it is built, what
+// it must export, what the verifier checks, what is forbidden.
+std::string task_rules(const std::string &device = "cpu");
 // One line per verdict code (include/hotpass/tune/verdict.h), in the order a candidate meets the gates.
 std::string verdict_guide();
 // The population's measured candidates, best first, then the latest failures with their reasons;
