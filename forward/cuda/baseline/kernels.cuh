@@ -1,7 +1,9 @@
 // The CUDA baseline's own kernels besides the projections (gemv.cuh for decode steps, cuBLAS
 // otherwise): fused RMSNorm -> bf16, the per-head bias + q/k norm + RoPE + KV-cache write, split-KV
 // paged decode attention and its reduction, SiLU gating, MoE routing, routed-expert GEMVs and their
-// weighted sum. Float32 math; bf16 only where a projection input or a cache element is stored. Mirrors forward/cuda/reference's operations.
+// weighted sum. Float32 math; bf16 only where a projection input or a cache element is stored.
+// Mirrors forward/cuda/reference's operations. The per-layer kernels wait for the previous kernel
+// with griddepcontrol.wait (a no-op unless launched as programmatic dependents, knob pdl).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -179,7 +181,6 @@ struct AttentionParams {
     int block_tokens, max_blocks;
 };
 
-constexpr int kAttnUnroll = HP_CUDA_ATTN_UNROLL;     // a pragma takes a constant, not a macro
 constexpr int kAttnThreads = HP_CUDA_ATTN_WARPS * 32;  // also the KV positions of one tile
 constexpr int kAttnOutPerThread = (kMaxGroup * kMaxHeadDim + kAttnThreads - 1) / kAttnThreads;
 
@@ -250,7 +251,6 @@ __global__ void __launch_bounds__(kAttnThreads) attention_split_kernel(Attention
             float dot[kMaxGroup];
 #pragma unroll
             for (int hh = 0; hh < kMaxGroup; ++hh) dot[hh] = 0.0f;
-#pragma unroll kAttnUnroll
             for (int i0 = 0; i0 < d; i0 += 8) {
                 float k8[8];
                 load8<KV>(k_cache, base + i0, k8);
@@ -298,7 +298,6 @@ __global__ void __launch_bounds__(kAttnThreads) attention_split_kernel(Attention
             if (o >= group * d) break;
             const int hh = o / d, i = o % d;
             float value = acc[k] * alpha_s[hh];
-#pragma unroll kAttnUnroll
             for (int j = 0; j < n_valid; ++j) value += s_s[hh * T + j] * load_as<KV>(v_cache, row_s[j] + i);
             acc[k] = value;
         }

@@ -14,9 +14,6 @@
 #ifndef HP_CUDA_ATTN_MAX_SPLIT
 #define HP_CUDA_ATTN_MAX_SPLIT 32
 #endif
-#ifndef HP_CUDA_ATTN_UNROLL
-#define HP_CUDA_ATTN_UNROLL 4
-#endif
 #ifndef HP_CUDA_GEMM_ALGO
 #define HP_CUDA_GEMM_ALGO -1
 #endif
@@ -52,7 +49,6 @@ static_assert(HP_CUDA_NORM_THREADS % 32 == 0 && HP_CUDA_NORM_THREADS <= 1024, "n
 static_assert(HP_CUDA_ATTN_WARPS >= 1 && HP_CUDA_ATTN_WARPS * 32 <= 1024, "attn_warps: 1..32");
 static_assert(HP_CUDA_ATTN_SPLIT_TOKENS >= 1 && HP_CUDA_ATTN_MAX_SPLIT >= 1 && HP_CUDA_ATTN_MAX_SPLIT <= 64,
               "attention split knobs: positive, at most 64 splits");
-static_assert(HP_CUDA_ATTN_UNROLL >= 1 && HP_CUDA_ATTN_UNROLL <= 16, "attn_unroll: 1..16");
 static_assert(HP_CUDA_MOE_ROWS_PER_BLOCK >= 1 && HP_CUDA_MOE_ROWS_PER_BLOCK <= 32, "moe_rows_per_block: 1..32");
 static_assert(HP_CUDA_GEMV_MAX_TOKENS >= 0, "gemv_max_tokens: 0 (never) or more");
 static_assert(HP_CUDA_GEMV_WARPS >= 1 && HP_CUDA_GEMV_WARPS <= 8, "gemv_warps: 1..8 (shared memory of the reduction)");
