@@ -25,7 +25,13 @@ if [ "${1:-}" = --stage ]; then
     if [ -x "$from/bin/$b" ]; then strip -o "$stage/bin/$b" "$from/bin/$b"; else echo "not built, not staged: $b"; fi
   done
   for so in "$from"/lib/hotpass/forward/*.so; do strip --strip-debug -o "$stage/lib/hotpass/forward/$(basename "$so")" "$so"; done
-  for lib in libfmt.so.9 libspdlog.so.1.10 libxxhash.so.0; do cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/runtime-libs/" 2>/dev/null; done
+  for lib in libfmt.so.9 libspdlog.so.1.10 libxxhash.so.0 libcpp-httplib.so.0.11 libsqlite3.so.0 libseccomp.so.2 \
+             libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1; do
+    cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/runtime-libs/" 2>/dev/null
+  done
+  # Used only where the GPU machine lacks them (they would shadow its own OpenSSL for every process).
+  mkdir -p "$stage/runtime-libs/fallback"
+  for lib in libssl.so.3 libcrypto.so.3 libz.so.1; do cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/runtime-libs/fallback/" 2>/dev/null; done
   sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$from/CMakeCache.txt" > "$stage/source-root"
   du -sh "$stage"
   exit 0
@@ -49,7 +55,12 @@ if [ -n "$built_root" ]; then
     mkdir -p "$(dirname "$built_root")" && ln -s "$ROOT" "$built_root" && echo "linked $built_root -> $ROOT"
   fi
 fi
-if [ -d "$BUILD_DIR/runtime-libs" ]; then export LD_LIBRARY_PATH="$BUILD_DIR/runtime-libs:${LD_LIBRARY_PATH:-}"; fi
+if [ -d "$BUILD_DIR/runtime-libs" ]; then
+  export LD_LIBRARY_PATH="$BUILD_DIR/runtime-libs:${LD_LIBRARY_PATH:-}"
+  if [ -d "$BUILD_DIR/runtime-libs/fallback" ] && ldd "$BUILD_DIR/bin/hotpass" 2>/dev/null | grep -q "not found"; then
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$BUILD_DIR/runtime-libs/fallback"
+  fi
+fi
 # cuBLAS/cudart 13: the toolkit's, else the ones PyTorch's wheels carry.
 for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
            $(python3 -c 'import glob, site; print(" ".join(sorted(set(p.rsplit("/", 1)[0] for s in site.getsitepackages() for p in glob.glob(s + "/nvidia/*/lib/libcu*.so.13")))))' 2>/dev/null); do
