@@ -319,8 +319,14 @@ void launch_attention(BaselineState &state, const hp_batch &batch, int layer, in
     hp_cuda_gemv::launch_pdl(head_kernel<KV>, dim3(c.n_head + c.n_head_kv, batch.n_token), dim3(head_threads), 0, state.stream,
         hp, a.q, a.k, a.v, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer]);
     AttentionParams ap{c.n_head, c.n_head_kv, c.d_head, n_split, 1.0f / sqrtf(float(c.d_head)), kv.block_tokens, batch.max_blocks_per_seq};
-    hp_cuda_gemv::launch_pdl(attention_split_kernel<KV>, dim3(c.n_head_kv, batch.n_token, n_split), dim3(kAttnThreads),
-        attention_shared_bytes(c.d_head), state.stream, ap, a.q, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer], state.partial);
+    const dim3 grid(c.n_head_kv, batch.n_token, n_split);
+    if (batch.n_token <= HP_CUDA_ATTN_WIDE_V_MAX_TOKENS) {
+        hp_cuda_gemv::launch_pdl(attention_split_kernel<KV, true>, grid, dim3(kAttnThreads), attention_shared_bytes(c.d_head), state.stream, ap,
+                                 a.q, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer], state.partial);
+    } else {
+        hp_cuda_gemv::launch_pdl(attention_split_kernel<KV, false>, grid, dim3(kAttnThreads), attention_shared_bytes(c.d_head), state.stream, ap,
+                                 a.q, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer], state.partial);
+    }
     hp_cuda_gemv::launch_pdl(attention_reduce_kernel, dim3(c.n_head, batch.n_token), dim3(std::min(256, (c.d_head + 31) / 32 * 32)), 0,
         state.stream, state.partial, c.n_head, n_split, c.d_head, a.attn);
 }

@@ -206,10 +206,13 @@ __device__ inline void load8(const void *data, int64_t i, float out[8]) {
 // so each K/V row is read once per group. Positions go in tiles of kAttnThreads, one position per
 // thread: (A) the thread's q.k for every head of the group (16-byte K loads, q broadcast from
 // shared memory); (B) one warp per head: tile max, running max, rescale factor; (C) exponentials;
-// (D) running sums, and each thread's share of the [group][d_head] accumulators += p * V (V rows
-// read coalesced across threads). Writes (max, sum, unnormalised acc) per query head and split to
+// (D) running sums, and the [group][d_head] accumulators += p * V: with WIDE_V thread (r, c) holds
+// elements c*8..c*8+7 of every head for positions r, r + R, ... (16-byte V loads; R = threads /
+// (d_head/8)), the R partial sums added through shared memory at the end (more bytes in flight per
+// thread: few tokens); otherwise each thread owns its outputs and reads V one element per position
+// (fewer registers: many tokens). HP_CUDA_ATTN_WIDE_V_MAX_TOKENS picks. Writes (max, sum, unnormalised acc) per query head and split to
 // `partial`, laid out [token][head][split][d_head + 2]; an empty split writes max = -inf.
-template <hp_dtype KV>
+template <hp_dtype KV, bool WIDE_V>
 __global__ void __launch_bounds__(kAttnThreads) attention_split_kernel(AttentionParams p, const float *q, const int32_t *positions,
                                                                      const int32_t *token_seq, const int32_t *block_tables,
                                                                      const void *k_cache, const void *v_cache, float *partial) {
@@ -236,9 +239,24 @@ __global__ void __launch_bounds__(kAttnThreads) attention_split_kernel(Attention
     const int begin = min(length, split * chunk), end = min(length, begin + chunk);
     const int32_t *table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
     const int64_t row_width = int64_t(p.n_head_kv) * d;
-    float acc[kAttnOutPerThread];
+    // V accumulation layout: thread (r, c) owns eight consecutive elements c*8.. of every head of
+    // the group and takes positions r, r + R, ... of each tile (16-byte V loads, R rows in flight
+    // per block); the R partial sums are added at the end.
+    // Without WIDE_V (fewer registers, more blocks per SM: better for many tokens) each thread owns
+    // outputs tid, tid + T, ... of [group][d] and reads V one element per position.
+    const int chunks = d / 8, R = T / chunks;
+    const int c = tid % chunks, r = tid / chunks;
+    const bool v_lane = r < R;
+    constexpr int kVGroup = WIDE_V ? kMaxGroup : 1, kOut = WIDE_V ? 1 : kAttnOutPerThread;
+    float vacc[kVGroup][8];
+    float acc[kOut];
 #pragma unroll
-    for (int k = 0; k < kAttnOutPerThread; ++k) acc[k] = 0.0f;
+    for (int hh = 0; hh < kVGroup; ++hh) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) vacc[hh][e] = 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kOut; ++k) acc[k] = 0.0f;
     __syncthreads();
 
     for (int tile = begin; tile < end; tile += T) {
@@ -292,14 +310,39 @@ __global__ void __launch_bounds__(kAttnThreads) attention_split_kernel(Attention
             sum = warp_sum(sum);
             if (lane == 0) l_s[hh] = l_s[hh] * alpha_s[hh] + sum;
         }
+        if constexpr (!WIDE_V) {
 #pragma unroll
-        for (int k = 0; k < kAttnOutPerThread; ++k) {
-            const int o = tid + k * T;
-            if (o >= group * d) break;
-            const int hh = o / d, i = o % d;
-            float value = acc[k] * alpha_s[hh];
-            for (int j = 0; j < n_valid; ++j) value += s_s[hh * T + j] * load_as<KV>(v_cache, row_s[j] + i);
-            acc[k] = value;
+            for (int k = 0; k < kOut; ++k) {
+                const int o = tid + k * T;
+                if (o >= group * d) break;
+                const int hh = o / d, i = o % d;
+                float value = acc[k] * alpha_s[hh];
+                for (int j = 0; j < n_valid; ++j) value += s_s[hh * T + j] * load_as<KV>(v_cache, row_s[j] + i);
+                acc[k] = value;
+            }
+        } else {
+#pragma unroll
+        for (int hh = 0; hh < kVGroup; ++hh) {
+            if (hh < group) {
+                const float alpha = alpha_s[hh];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) vacc[hh][e] *= alpha;
+            }
+        }
+        if (v_lane) {
+            for (int j = r; j < n_valid; j += R) {
+                float v8[8];
+                load8<KV>(v_cache, row_s[j] + c * 8, v8);
+#pragma unroll
+                for (int hh = 0; hh < kVGroup; ++hh) {
+                    if (hh < group) {
+                        const float prob = s_s[hh * T + j];
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) vacc[hh][e] += prob * v8[e];
+                    }
+                }
+            }
+        }
         }
         __syncthreads();
     }
@@ -307,12 +350,32 @@ __global__ void __launch_bounds__(kAttnThreads) attention_split_kernel(Attention
         const int hh = index / 2;
         partial[((int64_t(t) * p.n_head + g * group + hh) * p.n_split + split) * (d + 2) + index % 2] = index % 2 ? l_s[hh] : m_s[hh];
     }
+    if constexpr (!WIDE_V) {
 #pragma unroll
-    for (int k = 0; k < kAttnOutPerThread; ++k) {
-        const int o = tid + k * T;
-        if (o >= group * d) break;
-        const int hh = o / d, i = o % d;
-        partial[((int64_t(t) * p.n_head + g * group + hh) * p.n_split + split) * (d + 2) + 2 + i] = acc[k];
+        for (int k = 0; k < kOut; ++k) {
+            const int o = tid + k * T;
+            if (o >= group * d) break;
+            const int hh = o / d, i = o % d;
+            partial[((int64_t(t) * p.n_head + g * group + hh) * p.n_split + split) * (d + 2) + 2 + i] = acc[k];
+        }
+        return;
+    }
+    // The R row lanes' sums, one head at a time through s_s (R * d <= kMaxGroup * T floats).
+#pragma unroll
+    for (int hh = 0; hh < kVGroup; ++hh) {
+        if (hh < group) {
+            __syncthreads();
+            if (v_lane) {
+#pragma unroll
+                for (int e = 0; e < 8; ++e) s_s[r * d + c * 8 + e] = vacc[hh][e];
+            }
+            __syncthreads();
+            for (int i = tid; i < d; i += T) {
+                float sum = 0.0f;
+                for (int rr = 0; rr < R; ++rr) sum += s_s[rr * d + i];
+                partial[((int64_t(t) * p.n_head + g * group + hh) * p.n_split + split) * (d + 2) + 2 + i] = sum;
+            }
+        }
     }
 }
 
