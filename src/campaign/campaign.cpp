@@ -592,6 +592,10 @@ tune::EvaluateOptions CampaignRun::tier_options(bool slow_tier) const {
     eval.greedy_steps = slow_tier ? 16 : 8;
     eval.runner.target_seconds = slow_tier ? options_.slow_seconds_per_shape : options_.fast_seconds_per_shape;
     eval.runner.min_rep = slow_tier ? 15 : 10;
+    // Verification runs the plain reference on every shape of the tier: on llama-300m's 16 layers a
+    // 512-token prefill chunk alone takes about a minute on one CPU thread. A hang is still a hang,
+    // it is only called later.
+    eval.verify_deadline_seconds = slow_tier ? 900 : 300;
     return eval;
 }
 
@@ -679,6 +683,7 @@ void CampaignRun::final_check() {
     slow_.reset();
     auto supervisor = make_supervisor(true, options_.baseline_plugin, "final");
     tune::EvaluateOptions eval = device_options();
+    eval.verify_deadline_seconds = 900;  // as the slow tier's
     eval.shapes = traffic_.slow_shapes;
     eval.n_case = options_.slow_cases;
     eval.greedy_steps = 16;
