@@ -58,6 +58,20 @@ std::string summary(std::vector<double> values, const char *unit) {
     return fmt::format("{:.1f} {} ({:.1f}-{:.1f})", median(values), unit, quantile(values, 0.0), quantile(values, 1.0));
 }
 
+// Loads `artifact` and runs the first verified step: one small random batch (a single sequence
+// of <= 8 tokens). Appends the load time (dlopen + create) and load -> verified, in ms.
+void swap_to_first_verified(Supervisor &supervisor, const fs::path &artifact, int seed, std::vector<double> &load_ms,
+                            std::vector<double> &first_verified_ms) {
+    const double swap_start = now_seconds();
+    CallOutcome load = supervisor.call("load", {{"path", artifact.string()}}, 60);
+    if (!load.ok()) throw std::runtime_error(load.message);
+    load_ms.push_back(load.result.value("load_seconds", 0.0) * 1e3);
+    CallOutcome verify = supervisor.call(
+        "verify", {{"seed", seed}, {"n_case", 1}, {"greedy_steps", 0}, {"max_seq", 1}, {"max_history", 8}, {"max_chunk", 8}}, 300);
+    if (!verify.ok()) throw std::runtime_error(verify.message);
+    first_verified_ms.push_back((now_seconds() - swap_start) * 1e3);
+}
+
 void bench_swap(const std::vector<std::string> &models) {
     fmt::print("| model | executor cold start -> ready | load (dlopen + create) | load -> first verified step | evaluations/hour, hot swap | evaluations/hour, restart per candidate |\n");
     fmt::print("|---|---|---|---|---|---|\n");
@@ -72,15 +86,7 @@ void bench_swap(const std::vector<std::string> &models) {
             if (!supervisor.ensure_started().ok()) throw std::runtime_error("executor did not start");
             start_ms.push_back((now_seconds() - start) * 1e3);
             for (int k = 0; k < 3; ++k) {
-                const double swap_start = now_seconds();
-                CallOutcome load = supervisor.call("load", {{"path", artifact.artifact.path.string()}}, 60);
-                if (!load.ok()) throw std::runtime_error(load.message);
-                load_ms.push_back(load.result.value("load_seconds", 0.0) * 1e3);
-                // The first verified step: one small random batch (a single sequence of <= 8 tokens).
-                CallOutcome verify = supervisor.call(
-                    "verify", {{"seed", 7 + k}, {"n_case", 1}, {"greedy_steps", 0}, {"max_seq", 1}, {"max_history", 8}, {"max_chunk", 8}}, 300);
-                if (!verify.ok()) throw std::runtime_error(verify.message);
-                first_verified_ms.push_back((now_seconds() - swap_start) * 1e3);
+                swap_to_first_verified(supervisor, artifact.artifact.path, 7 + k, load_ms, first_verified_ms);
                 (void)supervisor.call("unload", nlohmann::json::object(), 60);
             }
         }
@@ -153,13 +159,7 @@ void bench_swap_cuda(const std::string &model) {
     if (Status started = supervisor.ensure_started(); !started.ok()) throw std::runtime_error(started.error());
     for (int k = 0; k < 5; ++k) {
         const double swap_start = now_seconds();
-        CallOutcome load = supervisor.call("load", {{"path", artifact.artifact.path.string()}}, 60);
-        if (!load.ok()) throw std::runtime_error(load.message);
-        load_ms.push_back(load.result.value("load_seconds", 0.0) * 1e3);
-        CallOutcome verify = supervisor.call(
-            "verify", {{"seed", 7 + k}, {"n_case", 1}, {"greedy_steps", 0}, {"max_seq", 1}, {"max_history", 8}, {"max_chunk", 8}}, 300);
-        if (!verify.ok()) throw std::runtime_error(verify.message);
-        first_verified_ms.push_back((now_seconds() - swap_start) * 1e3);
+        swap_to_first_verified(supervisor, artifact.artifact.path, 7 + k, load_ms, first_verified_ms);
         nlohmann::json params = shapes_to_json(shapes);
         params["seed"] = 11 + k;
         params["warmup"] = 2;
