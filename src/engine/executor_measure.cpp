@@ -72,10 +72,10 @@ ShapeGraph &shape_graph(ExecutorState &state, ForwardPlugin &plugin, std::map<st
     if (Status status = state.backend->upload(ints, entry.packed.ints.data(), entry.packed.ints.size() * sizeof(int32_t)); !status.ok()) {
         throw DeviceFault(status.error());
     }
+    entry.device_batch = device_batch_view(batch, entry.packed, ints);
     if (entry.failure.empty()) {
-        const hp_batch device_batch = device_batch_view(batch, entry.packed, ints);
         hp_output out{logits, nullptr};
-        auto graph = state.backend->capture([&] { return plugin.forward(device_batch, out); });
+        auto graph = state.backend->capture([&] { return plugin.forward(entry.device_batch, out); });
         if (graph.ok()) {
             entry.graph = std::move(graph).value();
         } else {
@@ -108,14 +108,9 @@ DeviceStep timed_device_step(ExecutorState &state, ForwardPlugin &plugin, ShapeG
     timer.start();
     if (entry.graph) {
         status = entry.graph->launch();
-    } else {
-        BatchBuilder builder;  // the eager path: the same arrays, the plugin called directly
-        for (const TrialSequence &sequence : sequences) {
-            builder.add(BatchSequence{sequence.blocks, int(sequence.history.size()), sequence.tokens, sequence.all_logits});
-        }
-        const hp_batch device_batch = device_batch_view(builder.finish(), entry.packed, ints);
+    } else {  // the eager path: the same device arrays, the plugin called directly
         hp_output out{static_cast<float *>(entry.buffers->get(1, 0)), nullptr};
-        status = plugin.forward(device_batch, out);
+        status = plugin.forward(entry.device_batch, out);
     }
     timer.stop();
     checked(state.backend->synchronize_device());

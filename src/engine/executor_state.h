@@ -26,6 +26,7 @@ struct ShapeGraph {
     std::unique_ptr<DeviceBuffers> buffers;  // 0: packed batch arrays, 1: logits
     std::unique_ptr<backend::Graph> graph;
     PackedBatch packed;                      // host copy of what buffer 0 holds
+    hp_batch device_batch{};                 // the step over buffer 0 (scalars + device pointers)
     size_t n_logit = 0;                      // floats of logits
     std::string failure;                     // why there is no graph (the step runs eagerly)
     double capture_ms = 0;                   // eager warm-up + capture + instantiate

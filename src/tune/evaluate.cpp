@@ -10,6 +10,7 @@
 
 #include "hotpass/core/clock.h"
 #include "hotpass/engine/sandbox.h"
+#include "hotpass/tune/stats.h"
 
 namespace hp::tune {
 
@@ -32,12 +33,6 @@ std::string last_line(const std::string &text) {
     if (end == std::string::npos) return "";
     const auto begin = text.rfind('\n', end);
     return text.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1) + 1);
-}
-
-double median_of(std::vector<double> values) {
-    if (values.empty()) return 0;
-    std::nth_element(values.begin(), values.begin() + long(values.size() / 2), values.end());
-    return values[values.size() / 2];
 }
 
 // What a failed RPC means for the candidate.
@@ -83,8 +78,8 @@ Verdict judge_measurement(const Measurement &measurement, const json &raw, const
         // CUDA: the events on the engine's stream against the host clock to a whole-device
         // synchronize. Work left running on another stream is invisible to the events.
         if (shape.contains("candidate_host_ms")) {
-            const double events = median_of(shape.value("candidate_ms", std::vector<double>{}));
-            const double host = median_of(shape.value("candidate_host_ms", std::vector<double>{}));
+            const double events = median(shape.value("candidate_ms", std::vector<double>{}));
+            const double host = median(shape.value("candidate_host_ms", std::vector<double>{}));
             if (host > 1.5 * events + options.escaped_work_ms) {
                 return {"escaped_stream", fmt::format("{}: {:.3f} ms by the host clock to a device synchronize but {:.3f} ms by the "
                                                       "stream's events: its work runs on another stream, outside what is timed",
