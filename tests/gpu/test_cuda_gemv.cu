@@ -10,10 +10,17 @@
 // the sum of |w x| per rounding step; each element is held to 5e-5 * sum_i |w_i x_i| (+ 1e-6), far
 // below a wrong index or a lost product (O(1) of that sum). The SwiGLU epilogue rounds its
 // product to bf16, so there 2^-8 of |value| more.
+//
+// The RMSNorm input path (Params::x_f32, knob gemv_norm) gets float32 residual rows (a row index
+// per token, as the lm_head's logit rows, in some cases) and a bf16 or f32 norm weight; the host
+// rounds each operand bf16(x * norm_w) as the kernel must and scales by 1/rms in float64, so the
+// same bound holds (+ 1e-6 relative for the float32 sum of squares).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,13 +78,16 @@ struct Case {
     std::vector<int> n_out;  // one entry per segment
     bool bias = true;
     bool misaligned = false;  // x and w one element past a 16-byte boundary: the element-load path
+    int norm = 0;             // RMSNorm input: 0 none, 1 bf16 weight, 2 f32 weight
+    bool rows = false;        // with norm: token t reads residual row rows[t] of a larger, shuffled set
 };
 
 std::string describe(const Case &c) {
     std::string text = "n_in " + std::to_string(c.n_in) + ", n_token " + std::to_string(c.n_token) + ", epilogue " +
                        std::to_string(c.epilogue) + ", n_out";
     for (int n : c.n_out) text += " " + std::to_string(n);
-    return text + (c.misaligned ? ", misaligned" : "") + (c.bias ? ", bias" : "");
+    return text + (c.misaligned ? ", misaligned" : "") + (c.bias ? ", bias" : "") + (c.norm ? ", norm " + std::to_string(c.norm) : "") +
+           (c.rows ? ", rows" : "");
 }
 
 void run_case(const Case &c, uint32_t seed) {
@@ -86,7 +96,43 @@ void run_case(const Case &c, uint32_t seed) {
     const int n_seg = int(c.n_out.size());
     const bool silu = c.epilogue == gemv::kSiluMul;
     const size_t off = c.misaligned ? 1 : 0;
-    const Bf16Buffer x = random_bf16(rng, size_t(c.n_token) * c.n_in, 1.0f);
+    Bf16Buffer x = random_bf16(rng, size_t(c.n_token) * c.n_in, 1.0f);
+    // RMSNorm input: residual rows (f32), the row of each token, the norm weight; x then holds the
+    // operand the kernel must build, bf16(x * norm_w), and inv_rms[t] the scale of its result.
+    std::vector<float> residual, norm_f32, inv_rms(size_t(c.n_token), 1.0f);
+    std::vector<uint16_t> norm_bf16;
+    std::vector<int32_t> rows(size_t(c.n_token));
+    const float eps = 1e-5f;
+    if (c.norm) {
+        std::normal_distribution<float> normal(0.0f, 3.0f);
+        const int n_rows = c.rows ? c.n_token + 5 : c.n_token;
+        residual.resize(size_t(n_rows) * c.n_in);
+        for (float &v : residual) v = normal(rng);
+        std::iota(rows.begin(), rows.end(), 0);
+        if (c.rows) {
+            std::vector<int32_t> all(static_cast<size_t>(n_rows));
+            std::iota(all.begin(), all.end(), 0);
+            std::shuffle(all.begin(), all.end(), rng);
+            std::copy(all.begin(), all.begin() + c.n_token, rows.begin());
+        }
+        const Bf16Buffer weight = random_bf16(rng, size_t(c.n_in), 1.0f);
+        norm_bf16 = weight.host;
+        norm_f32 = weight.value;
+        if (c.norm == 2) {
+            for (float &w : norm_f32) w *= 1.0f + 1.0f / 1024;  // not bf16-representable
+        }
+        for (int t = 0; t < c.n_token; ++t) {
+            const float *row = residual.data() + size_t(rows[size_t(t)]) * c.n_in;
+            double sum_sq = 0;
+            for (int i = 0; i < c.n_in; ++i) {
+                sum_sq += double(row[i]) * row[i];
+                const size_t at = size_t(t) * c.n_in + i;
+                x.host[at] = to_bf16_bits(row[i] * norm_f32[size_t(i)]);
+                x.value[at] = from_bf16_bits(x.host[at]);
+            }
+            inv_rms[size_t(t)] = float(1.0 / std::sqrt(sum_sq / c.n_in + eps));
+        }
+    }
     std::vector<Bf16Buffer> w(n_seg), w2(n_seg);
     std::vector<std::vector<float>> bias(n_seg), bias2(n_seg), y0(n_seg);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -95,6 +141,14 @@ void run_case(const Case &c, uint32_t seed) {
     p.n_token = c.n_token;
     p.n_segment = n_seg;
     p.x = reinterpret_cast<const __nv_bfloat16 *>(upload(x.host, off));
+    if (c.norm) {
+        p.x_f32 = upload(residual);
+        p.x_rows = c.rows ? upload(rows) : nullptr;
+        p.norm_w = c.norm == 1 ? static_cast<const void *>(upload(norm_bf16)) : static_cast<const void *>(upload(norm_f32));
+        p.norm_dtype = c.norm == 1 ? HP_DTYPE_BF16 : HP_DTYPE_F32;
+        p.norm_eps = eps;
+        ASSERT_TRUE(gemv::norm_fusable(c.n_in, p.x_f32, p.norm_w));
+    }
     std::vector<void *> outputs(n_seg);
     for (int s = 0; s < n_seg; ++s) {
         const int n_out = c.n_out[s];
@@ -163,7 +217,11 @@ void run_case(const Case &c, uint32_t seed) {
                     }
                 }
                 const size_t at = size_t(t) * n_out + o;
-                double expected = dot + bias[s][o], bound = 5e-5 * mass + 1e-6;
+                const double scale = inv_rms[size_t(t)];
+                double expected = dot * scale + bias[s][o], bound = (5e-5 + 1e-6) * mass * scale + 1e-6;
+                dot2 *= scale;
+                mass2 *= scale;
+                mass *= scale;
                 if (c.epilogue == gemv::kAccumulate) expected += y0[s][at];
                 if (silu) {
                     const double g = expected, u = dot2 + bias2[s][o];
@@ -189,6 +247,9 @@ void run_case(const Case &c, uint32_t seed) {
         }
     }
     cudaFree(const_cast<void *>(static_cast<const void *>(reinterpret_cast<const char *>(p.x) - off * 2)));
+    cudaFree(const_cast<float *>(p.x_f32));
+    cudaFree(const_cast<int32_t *>(p.x_rows));
+    cudaFree(const_cast<void *>(p.norm_w));
     for (int s = 0; s < n_seg; ++s) {
         cudaFree(const_cast<void *>(static_cast<const void *>(reinterpret_cast<const char *>(p.segment[s].w) - off * 2)));
         if (p.segment[s].w2) cudaFree(const_cast<void *>(static_cast<const void *>(reinterpret_cast<const char *>(p.segment[s].w2) - off * 2)));
@@ -235,6 +296,32 @@ TEST(CudaGemv, ThreeSegmentsMatchHostMath) {
     for (int n_token : {1, 4, 9}) {
         run_case({2048, n_token, gemv::kStore, {2048, 512, 512}, false}, seed++);
         run_case({1000, n_token, gemv::kStore, {61, 1, 130}, true}, seed++);
+    }
+}
+
+TEST(CudaGemv, NormedInputMatchesHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_token : {1, 3, 8, 17, 33, 64}) {
+        for (int n_in : {2048, 1000, 8}) {
+            Case store{n_in, n_token, gemv::kStore, {1003}, n_token % 2 == 1};
+            store.norm = n_token % 3 == 0 ? 2 : 1;
+            store.rows = n_in == 2048 && n_token <= 8;
+            run_case(store, seed++);
+        }
+    }
+    for (int n_token : {1, 5, 8}) {
+        Case qkv{2048, n_token, gemv::kStore, {2048, 512, 512}, false};
+        qkv.norm = 1;
+        run_case(qkv, seed++);
+        Case swiglu{2048, n_token, gemv::kSiluMul, {333}, true};
+        swiglu.norm = 1;
+        run_case(swiglu, seed++);
+        Case head{2048, n_token, gemv::kStore, {77}, false};
+        head.norm = 2;
+        head.rows = true;
+        run_case(head, seed++);
     }
 }
 

@@ -22,9 +22,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <new>
 #include <vector>
 
+#include "attention.cuh"
 #include "gemv.cuh"
 #include "kernels.cuh"
 #include "knobs.h"
@@ -87,6 +89,7 @@ struct BaselineState {
     cublasHandle_t cublas = nullptr;
     float *inv_freq = nullptr;
     float *partial = nullptr;  // attention partials [kTokenSplits * n_head][d_head + 2]
+    int32_t *attn_counters = nullptr;  // flash-decoding split counters [kTokenSplits][n_head_kv], zero between steps
     Matrix lm_head;
     std::vector<LayerMatrices> layers;
     Activations act{};
@@ -172,10 +175,46 @@ hp_cuda_gemv::Segment gemv_segment(const Matrix &w, void *y, const hp_tensor *bi
     return segment;
 }
 
+// An RMSNorm folded into a decode GEMV's input (knob gemv_norm): the projection reads residual rows
+// x (rows[r] when given) and normalises them with `weight` on the fly (gemv.cuh, Params::x_f32).
+struct FusedNorm {
+    const hp_tensor *weight = nullptr;
+    const int32_t *rows = nullptr;  // device, optional
+};
+
+// Whether the norm before these matrices can be folded into their GEMV (16-byte operands).
+bool can_fuse_norm(const BaselineState &state, int n_row, const hp_tensor &norm, std::initializer_list<const Matrix *> matrices) {
+    if (!HP_CUDA_GEMV_NORM || !use_gemv(n_row)) return false;
+    const int n_in = state.model->config.d_model;
+    bool ok = hp_cuda_gemv::norm_fusable(n_in, state.act.x, norm.data);
+    for (const Matrix *m : matrices) ok = ok && m->n_in == n_in && hp_cuda_gemv::aligned16(m->w);
+    return ok;
+}
+
+void set_input(const BaselineState &state, hp_cuda_gemv::Params &p, const __nv_bfloat16 *x, const FusedNorm *norm) {
+    if (!norm) {
+        p.x = x;
+        return;
+    }
+    p.x_f32 = state.act.x;
+    p.x_rows = norm->rows;
+    p.norm_w = norm->weight->data;
+    p.norm_dtype = norm->weight->dtype;
+    p.norm_eps = state.model->config.norm_eps;
+}
+
+// out[r] = bf16(RMSNorm(x[rows ? rows[r] : r]) * weight): the input of projections that cannot fold it.
+void rms_norm(BaselineState &state, const hp_tensor &weight, const int32_t *rows, int n_row, __nv_bfloat16 *out) {
+    const hp_config &c = state.model->config;
+    hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(n_row), dim3(HP_CUDA_NORM_THREADS), 0, state.stream, state.act.x, rows, out, c.d_model,
+                             weight.dtype, weight.data, c.norm_eps);
+}
+
 // Y[n_row][n_out] (f32) = X W^T + bias, or Y += X W^T + bias (accumulate): the GEMV for decode
 // steps, else cuBLAS and a bias kernel.
+// With `norm` (decode GEMV only) the input is RMSNorm(x rows) instead of `x`.
 bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, float *y, int n_row, bool accumulate,
-             const hp_tensor *bias = nullptr) {
+             const hp_tensor *bias = nullptr, const FusedNorm *norm = nullptr) {
     if (n_row == 0) return true;
     if (!use_gemv(n_row)) {
         const bool ok = gemm(state, w, x, y, n_row, accumulate ? 1.0f : 0.0f);
@@ -183,7 +222,7 @@ bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, floa
         return ok;
     }
     hp_cuda_gemv::Params p;
-    p.x = x;
+    set_input(state, p, x, norm);
     p.n_in = w.n_in;
     p.n_token = n_row;
     p.n_segment = 1;
@@ -195,13 +234,14 @@ bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, floa
 
 // act[n_row][width] (bf16) = silu(X Wg^T + bg) * (X Wu^T + bu): one fused GEMV for decode steps
 // (HP_CUDA_GEMV_FUSE), else two projections and the SiLU kernel (gate and up as f32 scratch).
+// With `norm` (the fused GEMV only) the input is RMSNorm(x rows) instead of `x`.
 bool gate_up(BaselineState &state, const Matrix &w_gate, const Matrix &w_up, const hp_tensor *b_gate, const hp_tensor *b_up,
-             const __nv_bfloat16 *x, int n_row, __nv_bfloat16 *act) {
+             const __nv_bfloat16 *x, int n_row, __nv_bfloat16 *act, const FusedNorm *norm = nullptr) {
     if (n_row == 0) return true;
     const Activations &a = state.act;
     if (HP_CUDA_GEMV_FUSE && use_gemv(n_row)) {
         hp_cuda_gemv::Params p;
-        p.x = x;
+        set_input(state, p, x, norm);
         p.n_in = w_gate.n_in;
         p.n_token = n_row;
         p.n_segment = 1;
@@ -264,7 +304,10 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
     const std::vector<float> inv_freq = rope_inv_freq(c);
     state->inv_freq = static_cast<float *>(state_alloc(*state, inv_freq.size() * sizeof(float), state->allocations));
     state->partial = static_cast<float *>(state_alloc(*state, kTokenSplits * c.n_head * (c.d_head + 2) * sizeof(float), state->allocations));
-    if (!state->inv_freq || !state->partial) return fail(HP_ERR_OUT_OF_MEMORY);
+    const size_t counter_bytes = kTokenSplits * size_t(c.n_head_kv) * sizeof(int32_t);
+    state->attn_counters = static_cast<int32_t *>(state_alloc(*state, counter_bytes, state->allocations));
+    if (!state->inv_freq || !state->partial || !state->attn_counters) return fail(HP_ERR_OUT_OF_MEMORY);
+    cudaMemsetAsync(state->attn_counters, 0, counter_bytes, state->stream);
     cudaMemcpyAsync(state->inv_freq, inv_freq.data(), inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice, state->stream);
     bool ok = as_matrix(*state, model->lm_head, state->lm_head);
     state->layers.resize(size_t(c.n_layer));
@@ -296,6 +339,36 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
     return HP_OK;
 }
 
+// The flash-decoding attention (attention.cuh) for 16-bit KV and d_head 32, 64 or 128.
+template <hp_dtype KV>
+void launch_decode_attention(BaselineState &state, const hp_batch &batch, int layer, int group) {
+    const hp_config &c = state.model->config;
+    const hp_kv_cache &kv = *state.model->kv;
+    const int block_tokens = kv.block_tokens;
+    const int max_positions = batch.max_blocks_per_seq * block_tokens;
+    DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / sqrtf(float(c.d_head)), block_tokens,
+                            (block_tokens & (block_tokens - 1)) == 0 ? __builtin_ctz(unsigned(block_tokens)) : -1, batch.max_blocks_per_seq, 1};
+    p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)));
+    const dim3 grid(c.n_head_kv, batch.n_token, p.n_split), block(kFdWarps * 32);
+    auto launch = [&](auto kernel) {
+        hp_cuda_gemv::launch_pdl(kernel, grid, block, 0, state.stream, p, static_cast<const float *>(state.act.q), batch.positions,
+                                 static_cast<const int32_t *>(state.act.token_seq), batch.block_tables, static_cast<const void *>(kv.k[layer]),
+                                 static_cast<const void *>(kv.v[layer]), state.partial, state.attn_counters, state.act.attn);
+    };
+    if constexpr (KV != HP_DTYPE_F32) {
+        if (c.d_head == 32) {
+            if (group <= 4) launch(decode_attention_kernel<KV, 32, 4>);
+            else launch(decode_attention_kernel<KV, 32, kMaxGroup>);
+        } else if (c.d_head == 64) {
+            if (group <= 4) launch(decode_attention_kernel<KV, 64, 4>);
+            else launch(decode_attention_kernel<KV, 64, kMaxGroup>);
+        } else {
+            if (group <= 4) launch(decode_attention_kernel<KV, 128, 4>);
+            else launch(decode_attention_kernel<KV, 128, kMaxGroup>);
+        }
+    }
+}
+
 template <hp_dtype KV>
 void launch_attention(BaselineState &state, const hp_batch &batch, int layer, int n_split) {
     const hp_config &c = state.model->config;
@@ -318,6 +391,11 @@ void launch_attention(BaselineState &state, const hp_batch &batch, int layer, in
     const int head_threads = std::min(256, (c.d_head + 31) / 32 * 32);
     hp_cuda_gemv::launch_pdl(head_kernel<KV>, dim3(c.n_head + c.n_head_kv, batch.n_token), dim3(head_threads), 0, state.stream,
         hp, a.q, a.k, a.v, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer]);
+    const int group = c.n_head / c.n_head_kv;
+    if (HP_CUDA_ATTN_KERNEL == 1 && KV != HP_DTYPE_F32 && (c.d_head == 32 || c.d_head == 64 || c.d_head == 128)) {
+        launch_decode_attention<KV>(state, batch, layer, group);
+        return;
+    }
     AttentionParams ap{c.n_head, c.n_head_kv, c.d_head, n_split, 1.0f / sqrtf(float(c.d_head)), kv.block_tokens, batch.max_blocks_per_seq};
     const dim3 grid(c.n_head_kv, batch.n_token, n_split);
     if (batch.n_token <= HP_CUDA_ATTN_WIDE_V_MAX_TOKENS) {
@@ -374,7 +452,6 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         if (!reserve(state, n_token)) return HP_ERR_OUT_OF_MEMORY;
     }
     const Activations &a = state.act;
-    const int q_width = c.n_head * c.d_head, kv_width = c.n_head_kv * c.d_head;
     const int max_positions = batch->max_blocks_per_seq * model.kv->block_tokens;
     int n_split = std::clamp((max_positions + HP_CUDA_ATTN_SPLIT_TOKENS - 1) / HP_CUDA_ATTN_SPLIT_TOKENS, 1, HP_CUDA_ATTN_MAX_SPLIT);
     n_split = std::max(1, std::min<int>(n_split, int(kTokenSplits / size_t(n_token))));
@@ -386,12 +463,14 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
     for (int layer = 0; ok && layer < c.n_layer; ++layer) {
         const hp_layer &w = model.layers[layer];
         const LayerMatrices &m = state.layers[size_t(layer)];
-        hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(n_token), dim3(HP_CUDA_NORM_THREADS), 0, state.stream, a.x, nullptr, a.h,
-                                 c.d_model, w.attn_norm.dtype, w.attn_norm.data, c.norm_eps);
-        if (HP_CUDA_GEMV_FUSE && use_gemv(n_token) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
+        const bool qkv_fused = HP_CUDA_GEMV_FUSE && use_gemv(n_token) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in;
+        const FusedNorm attn_norm{&w.attn_norm};
+        const bool attn_norm_fused = qkv_fused && can_fuse_norm(state, n_token, w.attn_norm, {&m.wq, &m.wk, &m.wv});
+        if (!attn_norm_fused) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
+        if (qkv_fused) {
             // q, k and v read the same input: one launch (their biases are added by the head kernel).
             hp_cuda_gemv::Params p;
-            p.x = a.h;
+            set_input(state, p, a.h, attn_norm_fused ? &attn_norm : nullptr);
             p.n_in = m.wq.n_in;
             p.n_token = n_token;
             p.n_segment = 3;
@@ -410,21 +489,21 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         }
         ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo);
 
-        hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(n_token), dim3(HP_CUDA_NORM_THREADS), 0, state.stream, a.x, nullptr, a.h,
-                                 c.d_model, w.ffn_norm.dtype, w.ffn_norm.data, c.norm_eps);
+        const FusedNorm ffn_norm{&w.ffn_norm};
+        const bool ffn_norm_fused = !w.is_moe && HP_CUDA_GEMV_FUSE && can_fuse_norm(state, n_token, w.ffn_norm, {&m.w_gate, &m.w_up});
+        if (!ffn_norm_fused) rms_norm(state, w.ffn_norm, nullptr, n_token, a.h);
         if (w.is_moe) {
             ok = ok && moe(state, layer, n_token, out->expert_counts);
             continue;
         }
-        ok = ok && gate_up(state, m.w_gate, m.w_up, &w.b_gate, &w.b_up, a.h, n_token, a.act);
+        ok = ok && gate_up(state, m.w_gate, m.w_up, &w.b_gate, &w.b_up, a.h, n_token, a.act, ffn_norm_fused ? &ffn_norm : nullptr);
         ok = ok && project(state, m.w_down, a.act, a.x, n_token, true, &w.b_down);
     }
-    (void)q_width;
-    (void)kv_width;
     if (batch->n_logit_row > 0) {
-        hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(batch->n_logit_row), dim3(HP_CUDA_NORM_THREADS), 0, state.stream, a.x,
-                                 batch->logit_rows, a.h, c.d_model, model.output_norm.dtype, model.output_norm.data, c.norm_eps);
-        ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false);
+        const FusedNorm output_norm{&model.output_norm, batch->logit_rows};
+        const bool fused = can_fuse_norm(state, batch->n_logit_row, model.output_norm, {&state.lm_head});
+        if (!fused) rms_norm(state, model.output_norm, batch->logit_rows, batch->n_logit_row, a.h);
+        ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false, nullptr, fused ? &output_norm : nullptr);
     }
     if (const cudaError_t code = cudaGetLastError(); code != cudaSuccess) {
         log_message(state, HP_LOG_ERROR, "kernel launch", cudaGetErrorString(code));

@@ -17,6 +17,21 @@
 #ifndef HP_CUDA_ATTN_MAX_SPLIT
 #define HP_CUDA_ATTN_MAX_SPLIT 32
 #endif
+#ifndef HP_CUDA_ATTN_KERNEL
+#define HP_CUDA_ATTN_KERNEL 1
+#endif
+#ifndef HP_CUDA_ATTN_FD_WARPS
+#define HP_CUDA_ATTN_FD_WARPS 4
+#endif
+#ifndef HP_CUDA_ATTN_FD_UNROLL
+#define HP_CUDA_ATTN_FD_UNROLL 4
+#endif
+#ifndef HP_CUDA_ATTN_FD_TARGET_BLOCKS
+#define HP_CUDA_ATTN_FD_TARGET_BLOCKS 1024
+#endif
+#ifndef HP_CUDA_ATTN_FD_MIN_STEPS
+#define HP_CUDA_ATTN_FD_MIN_STEPS 1
+#endif
 #ifndef HP_CUDA_GEMM_ALGO
 #define HP_CUDA_GEMM_ALGO -1
 #endif
@@ -41,6 +56,9 @@
 #ifndef HP_CUDA_GEMV_FUSE
 #define HP_CUDA_GEMV_FUSE 1
 #endif
+#ifndef HP_CUDA_GEMV_NORM
+#define HP_CUDA_GEMV_NORM 1
+#endif
 #ifndef HP_CUDA_PDL
 #define HP_CUDA_PDL 1
 #endif
@@ -52,6 +70,10 @@ static_assert(HP_CUDA_NORM_THREADS % 32 == 0 && HP_CUDA_NORM_THREADS <= 1024, "n
 static_assert(HP_CUDA_ATTN_WARPS >= 1 && HP_CUDA_ATTN_WARPS * 32 <= 1024, "attn_warps: 1..32");
 static_assert(HP_CUDA_ATTN_SPLIT_TOKENS >= 1 && HP_CUDA_ATTN_MAX_SPLIT >= 1 && HP_CUDA_ATTN_MAX_SPLIT <= 64,
               "attention split knobs: positive, at most 64 splits");
+static_assert(HP_CUDA_ATTN_KERNEL == 0 || HP_CUDA_ATTN_KERNEL == 1, "attn_kernel: 0 (split + reduce kernels) or 1 (flash decoding)");
+static_assert(HP_CUDA_ATTN_FD_WARPS >= 1 && HP_CUDA_ATTN_FD_WARPS <= 16, "attn_fd_warps: 1..16");
+static_assert(HP_CUDA_ATTN_FD_UNROLL >= 1 && HP_CUDA_ATTN_FD_UNROLL <= 8, "attn_fd_unroll: 1..8");
+static_assert(HP_CUDA_ATTN_FD_TARGET_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_STEPS >= 1, "attn_fd_target_blocks, attn_fd_min_steps: positive");
 static_assert(HP_CUDA_MOE_ROWS_PER_BLOCK >= 1 && HP_CUDA_MOE_ROWS_PER_BLOCK <= 32, "moe_rows_per_block: 1..32");
 static_assert(HP_CUDA_GEMV_MAX_TOKENS >= 0, "gemv_max_tokens: 0 (never) or more");
 static_assert(HP_CUDA_GEMV_WARPS >= 1 && HP_CUDA_GEMV_WARPS <= 8, "gemv_warps: 1..8 (shared memory of the reduction)");
@@ -61,5 +83,6 @@ static_assert(HP_CUDA_GEMV_MAX_CLUSTER == 1 || HP_CUDA_GEMV_MAX_CLUSTER == 2 || 
               "gemv_max_cluster: 1, 2, 4 or 8 (portable cluster sizes)");
 static_assert(HP_CUDA_GEMV_TARGET_WARPS >= 1, "gemv_target_warps: positive");
 static_assert(HP_CUDA_GEMV_FUSE == 0 || HP_CUDA_GEMV_FUSE == 1, "gemv_fuse: 0 or 1");
+static_assert(HP_CUDA_GEMV_NORM == 0 || HP_CUDA_GEMV_NORM == 1, "gemv_norm: 0 or 1");
 static_assert(HP_CUDA_PDL == 0 || HP_CUDA_PDL == 1, "pdl: 0 or 1");
 static_assert(HP_CUDA_WORKSPACE_TOKENS >= 1, "workspace_tokens must be positive");

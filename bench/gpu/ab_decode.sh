@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One device call for a kernel change (issue 8): the baseline's kernel tests and end-to-end GPU
+# tests, then the decode bench of several builds of the CUDA baseline plugin in the same call
+# (same GPU, same clocks), e.g. the plugin before the change, the staged one, and knob variants.
+# Each plugin is benched twice, interleaved (A B C A B C), so the spread between the two runs of
+# one plugin says what a difference between plugins must exceed.
+#
+# usage: bench/gpu/ab_decode.sh OUT_DIR NAME=PLUGIN.so ... [-- extra bench args]
+#        (run from the repository root on the GPU machine, with a staged build, build/gpu-stage;
+#         the staged plugin itself is NAME=baseline; env HOTPASS_AB_SKIP_TESTS=1 skips the tests,
+#         HOTPASS_AB_BREAKDOWN=NAME adds --breakdown to that plugin's first run)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+STAGE=${BUILD_DIR:-$ROOT/build/gpu-stage}
+OUT_DIR=$1
+shift
+plugins=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do plugins+=("$1"); shift; done
+[ "${1:-}" = -- ] && shift
+mkdir -p "$OUT_DIR"
+[ -e /work/main ] || ln -sfn "$ROOT" /work/main
+export LD_LIBRARY_PATH="$STAGE/runtime-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+
+if [ "${HOTPASS_AB_SKIP_TESTS:-0}" != 1 ]; then
+  for t in test_cuda_attention test_cuda_gemv test_cuda_baseline; do
+    [ -x "$STAGE/bin/$t" ] || { echo "not staged: $t"; continue; }
+    timeout 300 "$STAGE/bin/$t" --gtest_color=no > "$OUT_DIR/$t.log" 2>&1
+    echo "$t: exit $? $(grep -c '^\[       OK \]' "$OUT_DIR/$t.log") ok, $(grep -c '^\[  FAILED  \] .*\.' "$OUT_DIR/$t.log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$OUT_DIR/$t.log") skipped"
+    grep -E "^\[  FAILED  \]|Failure|got .* expected" "$OUT_DIR/$t.log" | head -12
+  done
+fi
+
+for round in 1 2; do
+  for entry in "${plugins[@]}"; do
+    name=${entry%%=*} plugin=${entry#*=}
+    extra=()
+    [ "$round" = 1 ] && [ "${HOTPASS_AB_BREAKDOWN:-}" = "$name" ] && extra=(--breakdown)
+    timeout 240 "$STAGE/bin/hotpass_bench_gpu_decode" --forward "$plugin" --preset llama-3.2-1b --batches 1,8,32,64 --kv 1024 \
+      --json "$OUT_DIR/bench_${name}_$round.json" "${extra[@]}" "$@" > "$OUT_DIR/bench_${name}_$round.log" 2>&1 || echo "$name round $round: exit $?"
+  done
+done
+
+python3 - "$OUT_DIR" "${plugins[@]}" <<'EOF'
+import json, sys
+out, entries = sys.argv[1], sys.argv[2:]
+print("step ms (p10-p90), two interleaved runs per plugin")
+for entry in entries:
+    name = entry.split("=", 1)[0]
+    cells = []
+    for r in (1, 2):
+        try:
+            data = json.load(open(f"{out}/bench_{name}_{r}.json"))
+        except Exception as error:
+            cells.append(f"run {r}: {error}")
+            continue
+        cells.append(" | ".join(f"b{row['batch']} {row['step_ms_median']:.3f} ({row['step_ms_p10']:.3f}-{row['step_ms_p90']:.3f}) "
+                                f"{100 * row['fraction_of_roofline']:.0f}% d{row['graph_vs_eager_max_delta']:.1g}" for row in data["batches"]))
+    print(f"{name}:\n  " + "\n  ".join(cells))
+EOF

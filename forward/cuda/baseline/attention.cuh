@@ -1,0 +1,264 @@
+// Flash-decoding paged attention of the CUDA baseline (knob attn_kernel = 1): the KV stream at
+// near copy bandwidth for decode steps of any batch, with the split reduction fused into the last
+// block of each (token, kv head).
+//
+// Grid (kv head g, token t, split s), HP_CUDA_ATTN_FD_WARPS warps per block. A K or V row of one kv
+// head (d_head 16-bit elements) is read by d_head / 8 lanes with one 16-byte load each, so a warp
+// load covers 32 / (d_head / 8) consecutive positions (4 at d_head 64) and a warp step takes
+// HP_CUDA_ATTN_FD_UNROLL such loads of K and as many of V in flight per lane (16 positions at the
+// defaults: one 16-token paged block, 4 KB of KV per warp step). Every query head of g's GQA group
+// is scored against each K load (q held in registers, pre-scaled by scale * log2(e)), so K and V
+// are read once per group. Softmax is online per warp in base 2 with a warp-uniform running max;
+// the warps of a block are combined through shared memory, then either the bf16 output is written
+// (one split) or the split's (max, sum, unnormalised acc) goes to `partial` and the last block of
+// the (token, kv head) to arrive (atomic counter) adds the splits in split order (deterministic
+// whatever the arrival order) and writes the output, and sets the counter back to zero for the
+// next step (graph replays need no reset). Positions [0, positions[t]] of the token's sequence are
+// attended (the head kernel has written position positions[t] before). 16-bit KV (bf16, f16),
+// d_head 32, 64 or 128, group <= kMaxGroup; other shapes use attention_split_kernel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include <hotpass/forward_abi.h>
+
+#include "gemv.cuh"
+#include "knobs.h"
+
+namespace hp_cuda_baseline {
+
+constexpr int kFdWarps = HP_CUDA_ATTN_FD_WARPS;
+constexpr int kFdUnroll = HP_CUDA_ATTN_FD_UNROLL;
+constexpr int kFdMaxSplit = 64;  // splits per (token, kv head): the last block's weights in shared memory
+
+struct DecodeAttentionParams {
+    int n_head, n_head_kv, group;
+    float scale_log2;            // 1 / sqrt(d_head) * log2(e)
+    int block_tokens, block_shift;  // block_shift: log2(block_tokens) when a power of two, else -1
+    int max_blocks;
+    int n_split;                 // splits per (token, kv head); 1: no partials, no counters
+};
+
+// Positions covered by one warp step: 32 / (d_head / 8) per load, kFdUnroll loads.
+constexpr int fd_step_positions(int d_head) { return 32 / (d_head / 8) * kFdUnroll; }
+
+// Eight 16-bit cache elements as float (bf16: the high half of a float; f16: converted).
+template <hp_dtype KV>
+__device__ inline void unpack8(const uint4 raw, float out[8]) {
+    const uint32_t word[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if constexpr (KV == HP_DTYPE_BF16) {
+            out[2 * j] = __uint_as_float(word[j] << 16);
+            out[2 * j + 1] = __uint_as_float(word[j] & 0xffff0000u);
+        } else {
+            const float2 pair = __half22float2(*reinterpret_cast<const __half2 *>(&word[j]));
+            out[2 * j] = pair.x;
+            out[2 * j + 1] = pair.y;
+        }
+    }
+}
+
+// KV rows are read once per step: keep them out of L1 (plain coherent loads: the head kernel of
+// this step wrote the newest row).
+__device__ inline uint4 load_kv(const void *ptr) {
+    uint4 v;
+    asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(ptr));
+    return v;
+}
+
+// See the top of the file. partial: f32 [token][n_head][n_split][D + 2] (max, sum, acc[D]);
+// counters: int32 [token][n_head_kv], zero between steps; out: bf16 [token][n_head][D].
+template <hp_dtype KV, int D, int G>
+__global__ void __launch_bounds__(kFdWarps * 32) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
+                                                                        const int32_t *token_seq, const int32_t *block_tables,
+                                                                        const void *k_cache, const void *v_cache, float *partial,
+                                                                        int32_t *counters, __nv_bfloat16 *out) {
+    constexpr int kLanesPerRow = D / 8, kRowsPerLoad = 32 / kLanesPerRow, kStep = kRowsPerLoad * kFdUnroll;
+    __shared__ float m_s[kFdWarps][G], l_s[kFdWarps][G];
+    __shared__ float acc_s[kFdWarps][G][D];
+    __shared__ float weight_s[kFdMaxSplit][G];
+    __shared__ bool last_s;
+    static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
+    hp_cuda_gemv::launch_dependents();  // the o_proj GEMV after it may start streaming its weights
+    hp_cuda_gemv::wait_for_previous_grid();
+    const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int sub = lane / kLanesPerRow, chunk = lane % kLanesPerRow;  // position in a load, 8-element chunk of the row
+    const int group = p.group, head0 = g * group;
+
+    float q_r[G][8];
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) q_r[h][e] = h < group ? q[(int64_t(t) * p.n_head + head0 + h) * D + chunk * 8 + e] * p.scale_log2 : 0.0f;
+    }
+    const int length = positions[t] + 1;
+    const int n_step = (length + kStep - 1) / kStep, split_steps = (n_step + p.n_split - 1) / p.n_split;
+    const int step_begin = min(n_step, split * split_steps), step_end = min(n_step, step_begin + split_steps);
+    const int32_t *table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
+    const int64_t row_width = int64_t(p.n_head_kv) * D;
+    const auto *k_base = static_cast<const uint16_t *>(k_cache) + int64_t(g) * D + chunk * 8;
+    const auto *v_base = static_cast<const uint16_t *>(v_cache) + int64_t(g) * D + chunk * 8;
+
+    float m[G], l[G], acc[G][8];
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
+    }
+    for (int step = step_begin + warp; step < step_end; step += kFdWarps) {
+        uint4 k_raw[kFdUnroll], v_raw[kFdUnroll];
+        bool valid[kFdUnroll];
+#pragma unroll
+        for (int u = 0; u < kFdUnroll; ++u) {
+            const int pos = step * kStep + u * kRowsPerLoad + sub;
+            valid[u] = pos < length;
+            const int at = valid[u] ? pos : length - 1;  // a valid row; its scores are dropped
+            const int block = p.block_shift >= 0 ? at >> p.block_shift : at / p.block_tokens;
+            const int64_t row = (int64_t(table[block]) * p.block_tokens + at - block * p.block_tokens) * row_width;
+            k_raw[u] = load_kv(k_base + row);
+            v_raw[u] = load_kv(v_base + row);
+        }
+        float s[kFdUnroll][G];
+#pragma unroll
+        for (int u = 0; u < kFdUnroll; ++u) {
+            float k8[8];
+            unpack8<KV>(k_raw[u], k8);
+#pragma unroll
+            for (int h = 0; h < G; ++h) {
+                float dot = 0.0f;
+#pragma unroll
+                for (int e = 0; e < 8; ++e) dot += q_r[h][e] * k8[e];
+#pragma unroll
+                for (int offset = 1; offset < kLanesPerRow; offset *= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+                s[u][h] = valid[u] ? dot : -INFINITY;
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < G; ++h) {
+            float step_max = s[0][h];
+#pragma unroll
+            for (int u = 1; u < kFdUnroll; ++u) step_max = fmaxf(step_max, s[u][h]);
+#pragma unroll
+            for (int offset = kLanesPerRow; offset < 32; offset *= 2) step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, offset));
+            const float m_new = fmaxf(m[h], step_max);  // finite: a step holds at least one valid position
+            const float alpha = exp2f(m[h] - m_new);     // 0 on the first step (m = -inf)
+            m[h] = m_new;
+            l[h] *= alpha;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[h][e] *= alpha;
+#pragma unroll
+            for (int u = 0; u < kFdUnroll; ++u) {
+                s[u][h] = exp2f(s[u][h] - m_new);  // 0 for dropped positions
+                l[h] += s[u][h];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kFdUnroll; ++u) {
+            float v8[8];
+            unpack8<KV>(v_raw[u], v8);
+#pragma unroll
+            for (int h = 0; h < G; ++h) {
+#pragma unroll
+                for (int e = 0; e < 8; ++e) acc[h][e] += s[u][h] * v8[e];
+            }
+        }
+    }
+    // The warp's rows: sum the kRowsPerLoad position lanes of each chunk (the max is warp-uniform).
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+#pragma unroll
+        for (int offset = kLanesPerRow; offset < 32; offset *= 2) {
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], offset);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[h][e] += __shfl_xor_sync(0xffffffffu, acc[h][e], offset);
+        }
+        if (sub == 0) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc_s[warp][h][chunk * 8 + e] = acc[h][e];
+            if (chunk == 0) {
+                m_s[warp][h] = m[h];
+                l_s[warp][h] = l[h];
+            }
+        }
+    }
+    __syncthreads();
+    // The block's warps in warp order; a warp without positions has m = -inf and weighs 0.
+    const int64_t partial_row = int64_t(D + 2);
+    for (int o = threadIdx.x; o < group * D; o += kFdWarps * 32) {
+        const int h = o / D, i = o % D;
+        float m_max = -INFINITY;
+        for (int w = 0; w < kFdWarps; ++w) m_max = fmaxf(m_max, m_s[w][h]);
+        float sum = 0.0f, value = 0.0f;
+        for (int w = 0; w < kFdWarps; ++w) {
+            const float weight = m_s[w][h] == -INFINITY ? 0.0f : exp2f(m_s[w][h] - m_max);
+            sum += weight * l_s[w][h];
+            value += weight * acc_s[w][h][i];
+        }
+        if (p.n_split == 1) {
+            out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / sum);
+            continue;
+        }
+        float *row = partial + ((int64_t(t) * p.n_head + head0 + h) * p.n_split + split) * partial_row;
+        if (i == 0) {
+            row[0] = m_max;
+            row[1] = sum;
+        }
+        row[2 + i] = value;
+    }
+    if (p.n_split == 1) return;
+    // The last block of (t, g) to finish adds the splits.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t *counter = counters + int64_t(t) * p.n_head_kv + g;
+        last_s = atomicAdd(counter, 1) == p.n_split - 1;
+        if (last_s) *counter = 0;  // every block of this (t, g) has counted: ready for the next step
+    }
+    __syncthreads();
+    if (!last_s) return;
+    __threadfence();
+    for (int h = warp; h < group; h += kFdWarps) {
+        const float *rows = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row;
+        float m_max = -INFINITY;
+        for (int s = lane; s < p.n_split; s += 32) m_max = fmaxf(m_max, __ldcg(rows + s * partial_row));
+        for (int offset = 16; offset > 0; offset /= 2) m_max = fmaxf(m_max, __shfl_xor_sync(0xffffffffu, m_max, offset));
+        for (int s = lane; s < p.n_split; s += 32) {
+            const float ms = __ldcg(rows + s * partial_row);
+            weight_s[s][h] = ms == -INFINITY ? 0.0f : exp2f(ms - m_max);
+        }
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < group * D; o += kFdWarps * 32) {
+        const int h = o / D, i = o % D;
+        const float *rows = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row;
+        float sum = 0.0f, value = 0.0f;
+        for (int s = 0; s < p.n_split; ++s) {
+            sum += weight_s[s][h] * __ldcg(rows + s * partial_row + 1);
+            value += weight_s[s][h] * __ldcg(rows + s * partial_row + 2 + i);
+        }
+        out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / sum);
+    }
+}
+
+// Splits per (token, kv head): enough blocks for HP_CUDA_ATTN_FD_TARGET_BLOCKS over the step, but
+// at least HP_CUDA_ATTN_FD_MIN_STEPS warp steps per warp, at most kFdMaxSplit and `max_split`
+// (the partials' capacity). From host scalars only (graph-capturable).
+inline int decode_attention_splits(int n_token, int n_head_kv, int d_head, int max_positions, int max_split) {
+    const int pairs = n_token * n_head_kv, step = fd_step_positions(d_head);
+    const int n_step = (max_positions + step - 1) / step;
+    int n_split = (HP_CUDA_ATTN_FD_TARGET_BLOCKS + pairs - 1) / pairs;
+    n_split = n_split < n_step / (kFdWarps * HP_CUDA_ATTN_FD_MIN_STEPS) ? n_split : n_step / (kFdWarps * HP_CUDA_ATTN_FD_MIN_STEPS);
+    n_split = n_split < kFdMaxSplit ? n_split : kFdMaxSplit;
+    n_split = n_split < max_split ? n_split : max_split;
+    return n_split > 1 ? n_split : 1;
+}
+
+}  // namespace hp_cuda_baseline

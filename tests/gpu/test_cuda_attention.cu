@@ -1,0 +1,248 @@
+// The CUDA baseline's flash-decoding attention (forward/cuda/baseline/attention.cuh) against float64
+// softmax attention on the host over the same inputs: fresh random q, a random paged KV cache
+// (bf16, and f16 once) with shuffled block tables, sequence lengths off every tile (1, odd, a
+// partial last 16-token block, a full one), several tokens of one sequence at consecutive
+// positions (as in a prefill), batch sizes 1, 3, 8, 33 and 64, GQA groups 1, 2, 3, 4 and 8, d_head
+// 32, 64 and 128, and split counts 1 (no partials), the plugin's choice, 7 and 64 (more splits than
+// steps: empty splits). Outputs are poisoned first; a second run must give the same bits (fixed
+// reduction order whatever block finishes last) and proves the split counters were reset. Built
+// with the plugin's knob values.
+//
+// Tolerance: the output is rounded to bf16 (2^-9 relative) after float32 dot products, base-2
+// exponentials and sums; each element is held to 2^-8 |ref| + 1e-4 max|v| of its kv head.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../forward/cuda/baseline/attention.cuh"
+
+namespace {
+
+namespace base = hp_cuda_baseline;
+
+bool have_device() {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+uint16_t to_bf16_bits(float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+float from_bf16_bits(uint16_t bits) {
+    const uint32_t wide = uint32_t(bits) << 16;
+    float value;
+    std::memcpy(&value, &wide, 4);
+    return value;
+}
+// IEEE half from float (round to nearest even; |value| well inside the normal range here).
+uint16_t to_f16_bits(float value) {
+    const __half h = __float2half_rn(value);
+    uint16_t bits;
+    std::memcpy(&bits, &h, 2);
+    return bits;
+}
+float from_f16_bits(uint16_t bits) {
+    __half_raw raw;
+    raw.x = bits;
+    return __half2float(__half(raw));
+}
+
+template <class T>
+T *upload(const std::vector<T> &host) {
+    void *ptr = nullptr;
+    if (cudaMalloc(&ptr, host.size() * sizeof(T) + 16) != cudaSuccess) return nullptr;
+    cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+    return static_cast<T *>(ptr);
+}
+
+struct Case {
+    int n_token, n_head, n_head_kv, d_head;
+    hp_dtype kv_dtype = HP_DTYPE_BF16;
+    int n_split = 0;  // 0: decode_attention_splits()
+    int max_length = 1024;
+};
+
+std::string describe(const Case &c) {
+    return "n_token " + std::to_string(c.n_token) + ", heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
+           ", d_head " + std::to_string(c.d_head) + ", kv " + (c.kv_dtype == HP_DTYPE_BF16 ? "bf16" : "f16") + ", n_split " +
+           std::to_string(c.n_split);
+}
+
+template <int D, int G>
+void launch(hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
+            const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
+    if (kv == HP_DTYPE_BF16) {
+        base::decode_attention_kernel<HP_DTYPE_BF16, D, G>
+            <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    } else {
+        base::decode_attention_kernel<HP_DTYPE_F16, D, G>
+            <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    }
+}
+
+void run_case(const Case &c, uint32_t seed) {
+    SCOPED_TRACE(describe(c));
+    std::mt19937 rng(seed);
+    const int block_tokens = 16, d = c.d_head, group = c.n_head / c.n_head_kv;
+    // Sequences: most tokens alone in their sequence; every fifth token shares the previous one's
+    // sequence at the next position (a prefill's layout).
+    std::vector<int32_t> token_seq(size_t(c.n_token)), positions(size_t(c.n_token));
+    std::vector<int> lengths;  // per sequence: positions held
+    const int special[] = {1, 2, 15, 16, 17, 31, 33, 255, c.max_length};
+    std::uniform_int_distribution<int> any_length(1, c.max_length);
+    for (int t = 0; t < c.n_token; ++t) {
+        if (t > 0 && t % 5 == 4 && positions[size_t(t - 1)] + 2 <= c.max_length) {
+            token_seq[size_t(t)] = token_seq[size_t(t - 1)];
+            positions[size_t(t)] = positions[size_t(t - 1)] + 1;
+            lengths.back() = positions[size_t(t)] + 1;
+            continue;
+        }
+        const int length = t < int(std::size(special)) ? std::min(special[t], c.max_length) : any_length(rng);
+        token_seq[size_t(t)] = int32_t(lengths.size());
+        positions[size_t(t)] = length - 1;
+        lengths.push_back(length);
+    }
+    const int n_seq = int(lengths.size()), max_blocks = (c.max_length + block_tokens - 1) / block_tokens;
+    int n_block = 0;
+    for (int length : lengths) n_block += (length + block_tokens - 1) / block_tokens;
+    n_block += 3;  // blocks no sequence uses
+    std::vector<int32_t> order(static_cast<size_t>(n_block));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int32_t> tables(size_t(n_seq) * max_blocks, -1);
+    int next = 0;
+    for (int s = 0; s < n_seq; ++s) {
+        for (int b = 0; b < (lengths[size_t(s)] + block_tokens - 1) / block_tokens; ++b) tables[size_t(s) * max_blocks + b] = order[size_t(next++)];
+    }
+    const size_t row_width = size_t(c.n_head_kv) * d, cache_elements = size_t(n_block) * block_tokens * row_width;
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<uint16_t> k_bits(cache_elements), v_bits(cache_elements);
+    std::vector<float> k_value(cache_elements), v_value(cache_elements);
+    for (size_t i = 0; i < cache_elements; ++i) {
+        const float kf = normal(rng), vf = normal(rng);
+        k_bits[i] = c.kv_dtype == HP_DTYPE_BF16 ? to_bf16_bits(kf) : to_f16_bits(kf);
+        v_bits[i] = c.kv_dtype == HP_DTYPE_BF16 ? to_bf16_bits(vf) : to_f16_bits(vf);
+        k_value[i] = c.kv_dtype == HP_DTYPE_BF16 ? from_bf16_bits(k_bits[i]) : from_f16_bits(k_bits[i]);
+        v_value[i] = c.kv_dtype == HP_DTYPE_BF16 ? from_bf16_bits(v_bits[i]) : from_f16_bits(v_bits[i]);
+    }
+    std::vector<float> q(size_t(c.n_token) * c.n_head * d);
+    for (float &value : q) value = 2.0f * normal(rng);  // peaked softmaxes as well as flat ones
+
+    base::DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / std::sqrt(float(d)), block_tokens, 4, max_blocks, 1};
+    const int capacity_split = 64;
+    p.n_split = c.n_split > 0 ? c.n_split : base::decode_attention_splits(c.n_token, c.n_head_kv, d, max_blocks * block_tokens, capacity_split);
+    float *q_d = upload(q);
+    int32_t *positions_d = upload(positions), *token_seq_d = upload(token_seq), *tables_d = upload(tables);
+    uint16_t *k_d = upload(k_bits), *v_d = upload(v_bits);
+    float *partial_d = nullptr;
+    int32_t *counters_d = upload(std::vector<int32_t>(size_t(c.n_token) * c.n_head_kv, 0));
+    const size_t n_out = size_t(c.n_token) * c.n_head * d;
+    __nv_bfloat16 *out_d = reinterpret_cast<__nv_bfloat16 *>(upload(std::vector<uint16_t>(n_out, 0x7fc0)));  // bf16 NaN
+    CHECK_CUDA(cudaMalloc(&partial_d, size_t(c.n_token) * c.n_head * p.n_split * (d + 2) * sizeof(float)));
+    ASSERT_TRUE(q_d && positions_d && token_seq_d && tables_d && k_d && v_d && counters_d && out_d);
+    const dim3 grid(c.n_head_kv, c.n_token, p.n_split);
+    auto run = [&] {
+        if (d == 32 && group <= 4) launch<32, 4>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (d == 32) launch<32, 8>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (d == 64 && group <= 4) launch<64, 4>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (d == 64) launch<64, 8>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (group <= 4) launch<128, 4>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else launch<128, 8>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+    };
+    run();
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<uint16_t> got(n_out), again(n_out);
+    CHECK_CUDA(cudaMemcpy(got.data(), out_d, n_out * 2, cudaMemcpyDeviceToHost));
+
+    int bad = 0;
+    std::vector<double> score, weight;
+    for (int t = 0; t < c.n_token; ++t) {
+        const int length = positions[size_t(t)] + 1;
+        const int32_t *table = tables.data() + size_t(token_seq[size_t(t)]) * max_blocks;
+        for (int h = 0; h < c.n_head; ++h) {
+            const int g = h / group;
+            score.assign(size_t(length), 0.0);
+            double m = -INFINITY, v_max = 0;
+            for (int j = 0; j < length; ++j) {
+                const size_t row = (size_t(table[j / block_tokens]) * block_tokens + j % block_tokens) * row_width + size_t(g) * d;
+                double dot = 0;
+                for (int i = 0; i < d; ++i) dot += double(q[(size_t(t) * c.n_head + h) * d + i]) * k_value[row + i];
+                score[size_t(j)] = dot / std::sqrt(double(d));
+                m = std::max(m, score[size_t(j)]);
+                for (int i = 0; i < d; ++i) v_max = std::max(v_max, std::fabs(double(v_value[row + i])));
+            }
+            double total = 0;
+            for (double &s : score) total += (s = std::exp(s - m));
+            for (int i = 0; i < d; ++i) {
+                double expected = 0;
+                for (int j = 0; j < length; ++j) {
+                    const size_t row = (size_t(table[j / block_tokens]) * block_tokens + j % block_tokens) * row_width + size_t(g) * d;
+                    expected += score[size_t(j)] * v_value[row + i];
+                }
+                expected /= total;
+                const double got_value = from_bf16_bits(got[(size_t(t) * c.n_head + h) * d + i]);
+                const double bound = std::ldexp(std::fabs(expected), -8) + 1e-4 * v_max;
+                if (!(std::fabs(got_value - expected) <= bound) && bad++ < 5) {
+                    ADD_FAILURE() << "token " << t << " (length " << length << ") head " << h << " element " << i << ": got " << got_value
+                                  << ", expected " << expected << " (bound " << bound << ")";
+                }
+            }
+        }
+    }
+    EXPECT_EQ(bad, 0) << bad << " of " << n_out << " outputs off";
+    run();
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaMemcpy(again.data(), out_d, n_out * 2, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::memcmp(got.data(), again.data(), n_out * 2), 0) << "a second run differs";
+    std::vector<int32_t> counters(size_t(c.n_token) * c.n_head_kv);
+    CHECK_CUDA(cudaMemcpy(counters.data(), counters_d, counters.size() * 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::count(counters.begin(), counters.end(), 0), std::ptrdiff_t(counters.size())) << "split counters not reset";
+    for (void *ptr : {static_cast<void *>(q_d), static_cast<void *>(positions_d), static_cast<void *>(token_seq_d), static_cast<void *>(tables_d),
+                      static_cast<void *>(k_d), static_cast<void *>(v_d), static_cast<void *>(partial_d), static_cast<void *>(counters_d),
+                      static_cast<void *>(out_d)}) {
+        cudaFree(ptr);
+    }
+}
+
+TEST(CudaDecodeAttention, Llama1bShapeMatchesHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_token : {1, 3, 8, 33, 64}) run_case({n_token, 32, 8, 64}, seed++);
+}
+
+TEST(CudaDecodeAttention, SplitCountsMatchHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_split : {1, 7, 64}) {
+        run_case({3, 32, 8, 64, HP_DTYPE_BF16, n_split}, seed++);
+        run_case({33, 32, 8, 64, HP_DTYPE_BF16, n_split, 300}, seed++);
+    }
+}
+
+TEST(CudaDecodeAttention, GroupsAndHeadDimsMatchHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    run_case({8, 4, 4, 64}, seed++);                   // group 1
+    run_case({9, 6, 2, 64}, seed++);                   // group 3 (of at most 4)
+    run_case({8, 32, 4, 128, HP_DTYPE_BF16}, seed++);  // group 8, d_head 128 (qwen3-30b-a3b)
+    run_case({3, 16, 2, 64, HP_DTYPE_BF16, 5}, seed++);  // group 8, d_head 64
+    run_case({5, 8, 2, 128, HP_DTYPE_F16}, seed++);    // f16 cache
+    run_case({7, 4, 2, 32, HP_DTYPE_BF16, 0, 150}, seed++);  // d_head 32 (the tiny presets)
+    run_case({4, 16, 2, 32, HP_DTYPE_BF16, 3, 100}, seed++);
+}
+
+}  // namespace
