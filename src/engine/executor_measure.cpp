@@ -162,6 +162,8 @@ json run_measure(ExecutorState &state, const json &params) {
     const int min_rep = params.value("min_rep", 10);
     const int max_rep = params.value("max_rep", 1000);
     const double target_seconds = params.value("target_seconds", 1.0);
+    const double max_seconds = params.value("max_seconds", 0.0);  // 0: none
+    const int min_rep_capped = std::min(min_rep, params.value("min_rep_capped", min_rep));
     json result = {{"shapes", json::array()}};
     const uint64_t resident_before = resident_bytes();
     const size_t private_before = state.candidate->private_bytes();
@@ -196,6 +198,7 @@ json run_measure(ExecutorState &state, const json &params) {
         std::string failure;
         for (int rep = -warmup; rep < max_rep && failure.empty(); ++rep) {
             if (rep >= min_rep && now_seconds() - start >= target_seconds) break;
+            if (max_seconds > 0 && rep >= min_rep_capped && now_seconds() - start >= max_seconds) break;
             for (int turn = 0; turn < 2; ++turn) {
                 const bool candidate_turn = (turn == 0) == (rep % 2 == 0);
                 ForwardPlugin &plugin = candidate_turn ? *state.candidate : *state.incumbent;
@@ -233,7 +236,10 @@ json run_measure(ExecutorState &state, const json &params) {
     result["private_growth_bytes"] = int64_t(state.candidate->private_bytes()) - int64_t(private_before);
     // The outputs are checked again after the timing loop: a candidate that is correct only
     // while being verified is caught here.
-    json recheck = {{"seed", params.value("seed", uint64_t(1)) ^ 0x5eedu}, {"n_case", 3}, {"greedy_steps", 0}};
+    json recheck = {{"seed", params.value("seed", uint64_t(1)) ^ 0x5eedu},
+                    {"n_case", 3},
+                    {"greedy_steps", 0},
+                    {"reference_tokens", params.value("reference_tokens", 0)}};
     result["post_check"] = run_verify(state, *state.candidate, recheck);
     for (json &check : replay_checks) result["post_check"]["cases"].push_back(std::move(check));
     result["bytes_per_decode_step"] = state.bytes_per_decode_step;

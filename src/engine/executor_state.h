@@ -61,6 +61,7 @@ struct ExecutorState {
     nlohmann::json startup;            // seconds per start-up phase
     double read_bandwidth_gbs = 0;     // measured at start-up
     uint64_t bytes_per_decode_step = 0;  // weights one decode step reads (served layers)
+    std::vector<float> history_scale;  // per layer: RMS of real K rows, then V rows (random histories)
 
     const hp_model &abi() const { return binding->view(); }
     bool on_cuda() const { return options.device == backend::DeviceKind::cuda; }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "executor_state.h"
+#include "hotpass/core/clock.h"
 #include "hotpass/core/dtype.h"
 #include "hotpass/core/hash.h"
 
@@ -166,35 +167,203 @@ std::vector<TrialSequence> random_case(std::mt19937_64 &rng, int n_vocab, int ki
     return sequences;
 }
 
+// A batch's histories up to this many tokens in all are written by the incumbent; longer ones get
+// random KV (see write_history).
+constexpr int kRealHistoryTokens = 512;
+
+// Per layer, the RMS of the K rows and of the V rows the incumbent writes for a short real prompt:
+// the scale of random histories. Measured once per executor.
+bool measure_history_scale(ExecutorState &state, std::mt19937_64 &rng) {
+    if (!state.history_scale.empty()) return true;
+    std::vector<TrialSequence> probe(1);
+    for (int i = 0; i < 32; ++i) probe[0].tokens.push_back(int32_t(rng() % uint64_t(state.n_vocab())));
+    if (!allocate_blocks(state, probe)) return false;
+    BatchBuilder builder;
+    const bool ok = call_plugin(state, *state.incumbent, probe, builder).error.empty();
+    const hp_config &c = state.abi().config;
+    const int block_tokens = state.kv->block_tokens();
+    const int64_t row = int64_t(c.n_head_kv) * c.d_head;
+    const size_t row_bytes = size_t(row) * dtype_size(DType(state.abi().kv->dtype));
+    std::vector<uint8_t> bytes(row_bytes);
+    for (int layer = 0; ok && layer < c.n_layer; ++layer) {
+        for (const auto &cache : {state.abi().kv->k, state.abi().kv->v}) {
+            double sum = 0;
+            for (int p = 0; p < int(probe[0].tokens.size()); ++p) {
+                const int64_t offset = int64_t(probe[0].blocks[size_t(p / block_tokens)]) * block_tokens + p % block_tokens;
+                checked(state.backend->download(bytes.data(), static_cast<const uint8_t *>(cache[layer]) + size_t(offset) * row_bytes, row_bytes));
+                for (int64_t i = 0; i < row; ++i) sum += double(kv_element(state, bytes.data(), i)) * kv_element(state, bytes.data(), i);
+            }
+            const double rms = std::sqrt(sum / double(row * int64_t(probe[0].tokens.size())));
+            state.history_scale.push_back(std::isfinite(rms) && rms > 0 ? float(rms) : 1.0f);
+        }
+    }
+    release_blocks(state, probe);
+    if (!ok) state.history_scale.clear();
+    return ok;
+}
+
+// Random KV for every block of the sequences' histories: uniform values with the per-layer RMS
+// of real K and V rows. Every position differs, so a kernel that reads the wrong block or row
+// still gives a different answer.
+void write_random_history(ExecutorState &state, const std::vector<TrialSequence> &sequences, uint64_t seed) {
+    const hp_kv_cache &kv = *state.abi().kv;
+    const int block_tokens = state.kv->block_tokens();
+    const size_t bytes = kv_block_bytes(state);
+    const DType dtype = DType(kv.dtype);
+    const size_t n_value = bytes / dtype_size(dtype);
+    std::vector<uint8_t> block(bytes);
+    uint64_t x = seed;
+    auto next = [&x] {  // splitmix64
+        uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    };
+    for (int layer = 0; layer < state.abi().config.n_layer; ++layer) {
+        for (int side = 0; side < 2; ++side) {
+            void *base = side == 0 ? kv.k[layer] : kv.v[layer];
+            const float half_width = std::sqrt(3.0f) * state.history_scale[size_t(2 * layer + side)];
+            for (const TrialSequence &sequence : sequences) {
+                const int n_block = (int(sequence.history.size()) + block_tokens - 1) / block_tokens;
+                for (int b = 0; b < n_block; ++b) {
+                    for (size_t i = 0; i < n_value; ++i) {
+                        const float value = (float(next() >> 40) * 0x1p-24f * 2 - 1) * half_width;
+                        switch (dtype) {
+                            case DType::f32: reinterpret_cast<float *>(block.data())[i] = value; break;
+                            case DType::f16: reinterpret_cast<uint16_t *>(block.data())[i] = f32_to_f16(value); break;
+                            case DType::bf16: reinterpret_cast<uint16_t *>(block.data())[i] = f32_to_bf16(value); break;
+                        }
+                    }
+                    checked(state.backend->upload(block_address(base, sequence.blocks[size_t(b)], bytes), block.data(), bytes));
+                }
+            }
+        }
+    }
+}
+
 // Writes each sequence's history into its blocks. The history is only the state both sides start
-// from (the candidate gets a copy of the same blocks), so the fast incumbent writes it: through the
-// plain reference, a workload shape's history (32 sequences x 300 tokens on llama-300m) took
-// minutes and missed the verify deadline. The step under test is still compared with the reference.
-bool write_history(ExecutorState &state, std::vector<TrialSequence> &sequences) {
+// from (the candidate gets a copy of the same blocks); the step under test is what is compared
+// with the reference. Up to kRealHistoryTokens in all the incumbent writes it from the history's
+// tokens (through the plain reference, a workload shape's history of 32 sequences x 300 tokens
+// took minutes on llama-300m); beyond that it is random KV at the scale of real KV, since the
+// incumbent itself then took about 35 s per workload shape of llama-300m's slow tier (3,000
+// history tokens at ~85 tokens/s). Returns "incumbent", "random" or "" when nothing was needed,
+// or an error.
+Result<std::string> write_history(ExecutorState &state, std::vector<TrialSequence> &sequences, std::mt19937_64 &rng) {
     std::vector<TrialSequence> history_step;
+    int n_history = 0;
     for (const TrialSequence &sequence : sequences) {
         if (sequence.history.empty()) continue;
         TrialSequence step;
         step.tokens = sequence.history;
         step.blocks = sequence.blocks;
+        n_history += int(step.tokens.size());
         history_step.push_back(std::move(step));
     }
-    if (history_step.empty()) return true;
+    if (history_step.empty()) return std::string();
+    if (n_history > kRealHistoryTokens) {
+        if (!measure_history_scale(state, rng)) return error("the incumbent failed on a 32-token prompt (measuring the scale of KV rows)");
+        write_random_history(state, sequences, rng());
+        return std::string("random");
+    }
     BatchBuilder builder;
-    return call_plugin(state, *state.incumbent, history_step, builder).error.empty();
+    const CallReport written = call_plugin(state, *state.incumbent, history_step, builder);
+    if (!written.error.empty()) return error("the incumbent failed writing the history: {}", written.error);
+    return std::string("incumbent");
+}
+
+// The rows of a batch's logits that belong to each sequence: all of its tokens' with
+// `all_logits`, otherwise its last token's.
+std::vector<size_t> first_logit_rows(const std::vector<TrialSequence> &sequences) {
+    std::vector<size_t> first;
+    size_t row = 0;
+    for (const TrialSequence &sequence : sequences) {
+        first.push_back(row);
+        row += sequence.all_logits ? sequence.tokens.size() : 1;
+    }
+    return first;
+}
+
+// What the plain reference runs when a batch is larger than `budget` step tokens: a random
+// subset of its sequences (drawn from the verification seed, which the candidate never sees);
+// the last one taken may be a prefill chunk cut to its first tokens. A cut chunk is still checked
+// through the KV it writes (causal attention makes those rows independent of the tokens after
+// them) and through its first logit rows when it has all of them; only its last row goes
+// unchecked by the reference.
+struct ReferenceSample {
+    std::vector<size_t> index;             // into the batch
+    std::vector<TrialSequence> sequences;  // copies, tokens possibly cut; blocks of their own
+    int n_token = 0;
+    bool cut = false;
+};
+
+ReferenceSample sample_for_reference(std::mt19937_64 &rng, const std::vector<TrialSequence> &batch, int budget) {
+    std::vector<size_t> order(batch.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    ReferenceSample sample;
+    for (size_t i : order) {
+        const int take = std::min(int(batch[i].tokens.size()), budget - sample.n_token);
+        if (take <= 0) break;
+        TrialSequence copy = batch[i];
+        copy.blocks.clear();
+        if (take < int(copy.tokens.size())) {
+            copy.tokens.resize(size_t(take));
+            sample.cut = true;
+        }
+        sample.index.push_back(i);
+        sample.sequences.push_back(std::move(copy));
+        sample.n_token += take;
+    }
+    // Positions keep the batch's order, so the reference sees the sequences as the batch has them.
+    std::vector<size_t> by_position(sample.index.size());
+    for (size_t k = 0; k < by_position.size(); ++k) by_position[k] = k;
+    std::sort(by_position.begin(), by_position.end(), [&](size_t a, size_t b) { return sample.index[a] < sample.index[b]; });
+    ReferenceSample sorted;
+    sorted.n_token = sample.n_token;
+    sorted.cut = sample.cut;
+    for (size_t k : by_position) {
+        sorted.index.push_back(sample.index[k]);
+        sorted.sequences.push_back(std::move(sample.sequences[k]));
+    }
+    return sorted;
+}
+
+// The candidate's logit rows that the reference's sample computed too, side by side.
+std::pair<std::vector<float>, std::vector<float>> sampled_rows(const ReferenceSample &sample, const std::vector<TrialSequence> &batch,
+                                                               const std::vector<float> &reference, const std::vector<float> &candidate,
+                                                               int n_vocab) {
+    const std::vector<size_t> batch_first = first_logit_rows(batch), sample_first = first_logit_rows(sample.sequences);
+    std::vector<float> expected, actual;
+    for (size_t k = 0; k < sample.index.size(); ++k) {
+        const TrialSequence &whole = batch[sample.index[k]], &part = sample.sequences[k];
+        const bool cut = part.tokens.size() < whole.tokens.size();
+        if (cut && !whole.all_logits) continue;  // the reference's last row is not the candidate's
+        const size_t rows = whole.all_logits ? part.tokens.size() : 1;
+        const auto span = [&](const std::vector<float> &logits, size_t first) {
+            return std::make_pair(logits.begin() + std::ptrdiff_t(first * size_t(n_vocab)),
+                                  logits.begin() + std::ptrdiff_t((first + rows) * size_t(n_vocab)));
+        };
+        const auto [ref_begin, ref_end] = span(reference, sample_first[k]);
+        const auto [cand_begin, cand_end] = span(candidate, batch_first[sample.index[k]]);
+        expected.insert(expected.end(), ref_begin, ref_end);
+        actual.insert(actual.end(), cand_begin, cand_end);
+    }
+    return {expected, actual};
 }
 
 // `builder` is shared across cases on purpose: the batch arrays keep their addresses while their
 // contents change, which catches a candidate that caches results by input pointer.
-json verify_case(ExecutorState &state, ForwardPlugin &target, std::vector<TrialSequence> reference_side, BatchBuilder &builder) {
+//
+// With `reference_tokens` > 0 and a batch of more step tokens than that (the slow tier's workload
+// shapes: a 500-token prefill chunk through the single-threaded reference took about a minute on
+// llama-300m), the check is split in two: the verified incumbent runs the whole batch and every
+// logit row and KV entry of the candidate is compared with it (at twice the tolerance: both sit
+// within the tolerance of the reference), and the reference runs a random sample of at most
+// `reference_tokens` step tokens, which bounds how far a chain of incumbents can drift.
+json verify_case(ExecutorState &state, ForwardPlugin &target, std::vector<TrialSequence> reference_side, BatchBuilder &builder,
+                 std::mt19937_64 &rng, int reference_tokens) {
     json result;
-    std::vector<TrialSequence> candidate_side = reference_side;
-    for (auto &sequence : candidate_side) sequence.blocks.clear();
-    if (!allocate_blocks(state, reference_side)) return {{"error", "KV cache too small for the verification batch"}};
-    if (!allocate_blocks(state, candidate_side)) {
-        release_blocks(state, reference_side);
-        return {{"error", "KV cache too small for the verification batch"}};
-    }
     int n_token = 0, n_prefill = 0;
     for (const auto &sequence : reference_side) {
         n_token += int(sequence.tokens.size());
@@ -203,41 +372,93 @@ json verify_case(ExecutorState &state, ForwardPlugin &target, std::vector<TrialS
     result["n_seq"] = reference_side.size();
     result["n_token"] = n_token;
     result["n_prefill_seq"] = n_prefill;
-    if (!write_history(state, reference_side)) {
-        result["error"] = "the incumbent failed writing the history";
-    } else {
-        for (size_t s = 0; s < reference_side.size(); ++s) copy_blocks(state, reference_side[s].blocks, candidate_side[s].blocks);
-        const std::vector<uint8_t> candidate_kv_before = snapshot_blocks(state, candidate_side);
-        BatchBuilder reference_builder;
-        const CallReport expected = call_plugin(state, *state.reference, reference_side, reference_builder);
-        if (!expected.error.empty()) {
-            release_blocks(state, reference_side);
-            release_blocks(state, candidate_side);
-            return {{"error", "the reference failed on the verification batch: " + expected.error}};
+    const bool sampled = reference_tokens > 0 && n_token > reference_tokens;
+    ReferenceSample sample;
+    if (sampled) sample = sample_for_reference(rng, reference_side, reference_tokens);
+    std::vector<TrialSequence> candidate_side = reference_side;
+    for (auto &sequence : candidate_side) sequence.blocks.clear();
+    std::vector<std::vector<TrialSequence> *> allocated;
+    const auto release_all = [&] {
+        for (auto *sequences : allocated) release_blocks(state, *sequences);
+    };
+    for (auto *sequences : {&reference_side, &candidate_side, &sample.sequences}) {
+        if (sequences->empty()) continue;
+        if (!allocate_blocks(state, *sequences)) {
+            release_all();
+            return {{"error", "KV cache too small for the verification batch"}};
         }
-        const uint64_t reference_kv = hash_blocks(state, reference_side);
-        const CallReport first = call_plugin(state, target, candidate_side, builder);
-        result["plugin_error"] = first.error;
-        result["canary_intact"] = first.canary_intact;
-        result["inputs_intact"] = first.inputs_intact;
-        result["other_kv_intact"] = hash_blocks(state, reference_side) == reference_kv;
-        const LogitComparison logits = compare_logits(expected.logits, first.logits, state.n_vocab());
+        allocated.push_back(sequences);
+    }
+    const Result<std::string> history = write_history(state, reference_side, rng);
+    if (!history.ok()) {
+        release_all();
+        result["error"] = history.error();
+        return result;
+    }
+    if (!history->empty()) result["history"] = *history;
+    for (size_t s = 0; s < reference_side.size(); ++s) copy_blocks(state, reference_side[s].blocks, candidate_side[s].blocks);
+    for (size_t k = 0; k < sample.index.size(); ++k) copy_blocks(state, reference_side[sample.index[k]].blocks, sample.sequences[k].blocks);
+    const std::vector<uint8_t> candidate_kv_before = snapshot_blocks(state, candidate_side);
+    // Without sampling the reference runs the whole batch on `reference_side`; with it the
+    // incumbent does, and the reference runs the sample on blocks of its own.
+    BatchBuilder reference_builder, incumbent_builder;
+    const double reference_start = now_seconds();
+    const CallReport expected = call_plugin(state, *state.reference, sampled ? sample.sequences : reference_side, reference_builder);
+    result["reference_seconds"] = now_seconds() - reference_start;
+    if (!expected.error.empty()) {
+        release_all();
+        return {{"error", "the reference failed on the verification batch: " + expected.error}};
+    }
+    CallReport incumbent;
+    if (sampled) {
+        incumbent = call_plugin(state, *state.incumbent, reference_side, incumbent_builder);
+        if (!incumbent.error.empty()) {
+            release_all();
+            return {{"error", "the incumbent failed on the verification batch: " + incumbent.error}};
+        }
+    }
+    const uint64_t reference_kv = hash_blocks(state, reference_side);
+    const uint64_t sample_kv = sampled ? hash_blocks(state, sample.sequences) : 0;
+    const CallReport first = call_plugin(state, target, candidate_side, builder);
+    result["plugin_error"] = first.error;
+    result["canary_intact"] = first.canary_intact;
+    result["inputs_intact"] = first.inputs_intact;
+    result["other_kv_intact"] = hash_blocks(state, reference_side) == reference_kv && (!sampled || hash_blocks(state, sample.sequences) == sample_kv);
+    // Unwritten and NaN rows are counted over the candidate's whole output.
+    const LogitComparison whole = compare_logits(sampled ? incumbent.logits : expected.logits, first.logits, state.n_vocab());
+    result["nan_rows"] = whole.nan_rows;
+    result["unwritten_rows"] = whole.unwritten_rows;
+    result["rows"] = first.logits.size() / size_t(state.n_vocab());
+    if (sampled) {
+        std::vector<TrialSequence> candidate_sample;
+        for (size_t i : sample.index) candidate_sample.push_back(candidate_side[i]);
+        const auto [expected_rows, actual_rows] = sampled_rows(sample, candidate_side, expected.logits, first.logits, state.n_vocab());
+        const LogitComparison logits = compare_logits(expected_rows, actual_rows, state.n_vocab());
         result["max_abs_delta"] = logits.max_delta;
         result["max_abs_ref"] = logits.max_ref;
-        result["nan_rows"] = logits.nan_rows;
-        result["unwritten_rows"] = logits.unwritten_rows;
-        result["rows"] = expected.logits.size() / size_t(state.n_vocab());
+        const auto [kv_delta, kv_ref] = compare_new_kv(state, sample.sequences, candidate_sample);
+        result["kv_max_abs_delta"] = kv_delta;
+        result["kv_max_abs_ref"] = kv_ref;
+        const auto [incumbent_kv_delta, incumbent_kv_ref] = compare_new_kv(state, reference_side, candidate_side);
+        result["reference_sample"] = {{"n_seq", sample.index.size()}, {"n_token", sample.n_token}, {"cut", sample.cut},
+                                      {"rows", expected_rows.size() / size_t(state.n_vocab())}};
+        result["incumbent"] = {{"max_abs_delta", whole.max_delta},
+                               {"max_abs_ref", whole.max_ref},
+                               {"kv_max_abs_delta", incumbent_kv_delta},
+                               {"kv_max_abs_ref", incumbent_kv_ref}};
+    } else {
+        result["max_abs_delta"] = whole.max_delta;
+        result["max_abs_ref"] = whole.max_ref;
         const auto [kv_delta, kv_ref] = compare_new_kv(state, reference_side, candidate_side);
         result["kv_max_abs_delta"] = kv_delta;
         result["kv_max_abs_ref"] = kv_ref;
-        // Determinism: the same call again from the same KV state must give the same bits.
-        restore_blocks(state, candidate_side, candidate_kv_before);
-        const CallReport second = call_plugin(state, target, candidate_side, builder);
-        result["deterministic"] = second.error == first.error &&
-                                  std::memcmp(first.logits.data(), second.logits.data(), first.logits.size() * sizeof(float)) == 0;
     }
-    release_blocks(state, reference_side);
-    release_blocks(state, candidate_side);
+    // Determinism: the same call again from the same KV state must give the same bits.
+    restore_blocks(state, candidate_side, candidate_kv_before);
+    const CallReport second = call_plugin(state, target, candidate_side, builder);
+    result["deterministic"] = second.error == first.error &&
+                              std::memcmp(first.logits.data(), second.logits.data(), first.logits.size() * sizeof(float)) == 0;
+    release_all();
     return result;
 }
 
@@ -338,20 +559,21 @@ json run_verify(ExecutorState &state, ForwardPlugin &target, const json &params)
     std::mt19937_64 rng(params.value("seed", uint64_t(1)));
     const int n_case = params.value("n_case", 12);
     const int greedy_steps = params.value("greedy_steps", 8);
+    const int reference_tokens = std::max(0, params.value("reference_tokens", 0));  // 0: the reference runs every batch whole
     json result = {{"cases", json::array()}};
     const uint64_t resident_before = resident_bytes();
     BatchBuilder builder;
     // The workload's own shapes first (a candidate that special-cases them is caught here), then
     // random shapes the workload does not have.
     for (const json &shape : params.value("shapes", json::array())) {
-        result["cases"].push_back(verify_case(state, target, shape_case(rng, state.n_vocab(), shape), builder));
+        result["cases"].push_back(verify_case(state, target, shape_case(rng, state.n_vocab(), shape), builder, rng, reference_tokens));
     }
     CaseLimits limits;
     limits.max_seq = std::max(1, params.value("max_seq", limits.max_seq));
     limits.max_history = std::max(1, params.value("max_history", limits.max_history));
     limits.max_chunk = std::max(2, params.value("max_chunk", limits.max_chunk));
     for (int i = 0; i < n_case; ++i) {
-        result["cases"].push_back(verify_case(state, target, random_case(rng, state.n_vocab(), i % 3, limits), builder));
+        result["cases"].push_back(verify_case(state, target, random_case(rng, state.n_vocab(), i % 3, limits), builder, rng, reference_tokens));
     }
     if (greedy_steps > 0) result["greedy"] = verify_greedy(state, target, rng, greedy_steps, builder);
     result["resident_growth_bytes"] = int64_t(resident_bytes()) - int64_t(resident_before);

@@ -161,6 +161,7 @@ Evaluation evaluate_candidate(Supervisor &supervisor, const Candidate &candidate
     verify_params["max_seq"] = options.max_seq;
     verify_params["max_history"] = options.max_history;
     verify_params["max_chunk"] = options.max_chunk;
+    verify_params["reference_tokens"] = options.reference_tokens;
     CallOutcome verify = supervisor.call("verify", verify_params, options.verify_deadline_seconds);
     if (!verify.ok()) return finish(failure_verdict(verify, "verification"));
     evaluation.hot_swap_seconds = now_seconds() - swap_start;
@@ -181,6 +182,9 @@ Evaluation evaluate_candidate(Supervisor &supervisor, const Candidate &candidate
     params["min_rep"] = runner.min_rep;
     params["max_rep"] = runner.max_rep;
     params["target_seconds"] = runner.target_seconds;
+    params["max_seconds"] = runner.max_seconds;
+    params["min_rep_capped"] = kMinRepCapped;
+    params["reference_tokens"] = options.reference_tokens;
     CallOutcome measured = supervisor.call("measure", params, options.measure_deadline_seconds);
     if (!measured.ok()) return finish(failure_verdict(measured, "timing"));
     evaluation.measurement = summarize(measured.result, options.shapes, runner);
@@ -207,6 +211,7 @@ json evaluation_to_json(const Evaluation &evaluation) {
                 {"hot_swap_seconds", evaluation.hot_swap_seconds},
                 {"executor_starts", evaluation.executor_starts}};
     if (!evaluation.build.ok) out["build"]["diagnostics"] = evaluation.build.diagnostics;
+    if (!evaluation.verification.is_null()) out["verification"] = evaluation.verification;
     if (evaluation.measurement) {
         out["measurement"] = measurement_to_json(*evaluation.measurement);
         for (const char *key : {"resident_growth_bytes", "private_growth_bytes", "bytes_per_decode_step", "read_bandwidth_gbs"}) {

@@ -10,6 +10,11 @@ std::string describe(const nlohmann::json &batch) {
     std::string text = fmt::format("{} sequences, {} tokens, {} prefill chunks", batch.value("n_seq", 0), batch.value("n_token", 0),
                                    batch.value("n_prefill_seq", 0));
     if (batch.contains("stage")) text += fmt::format(" ({})", batch["stage"].get<std::string>());
+    if (batch.contains("reference_sample")) {
+        const auto &sample = batch["reference_sample"];
+        text += fmt::format("; the reference ran {} of its sequences ({} tokens{})", sample.value("n_seq", 0), sample.value("n_token", 0),
+                            sample.value("cut", false) ? ", one chunk cut short" : "");
+    }
     return text;
 }
 
@@ -40,6 +45,21 @@ Verdict judge_verification(const nlohmann::json &result, const Tolerance &tolera
         if (!(kv_delta <= tolerance.kv_rtol * kv_ref)) {
             return {"kv_mismatch", fmt::format("the KV entries it wrote differ from the reference's by {:.3g} (allowed {:.3g}) on a batch of {}",
                                                kv_delta, tolerance.kv_rtol * kv_ref, describe(batch))};
+        }
+        if (batch.contains("incumbent")) {
+            // Rows the reference did not sample: checked against the verified incumbent, each side
+            // within the tolerance of the reference, hence twice it between them.
+            const auto &incumbent = batch["incumbent"];
+            const double d = incumbent.value("max_abs_delta", 0.0), r = incumbent.value("max_abs_ref", 0.0);
+            if (!(d <= 2 * tolerance.logits_rtol * r)) {
+                return {"wrong_output", fmt::format("logits differ from the verified incumbent's by {:.3g} (allowed {:.3g} = 2 x {:g} x max|incumbent| {:.3g}) on a batch of {}",
+                                                    d, 2 * tolerance.logits_rtol * r, tolerance.logits_rtol, r, describe(batch))};
+            }
+            const double kd = incumbent.value("kv_max_abs_delta", 0.0), kr = incumbent.value("kv_max_abs_ref", 0.0);
+            if (!(kd <= 2 * tolerance.kv_rtol * kr)) {
+                return {"kv_mismatch", fmt::format("the KV entries it wrote differ from the verified incumbent's by {:.3g} (allowed {:.3g}) on a batch of {}",
+                                                   kd, 2 * tolerance.kv_rtol * kr, describe(batch))};
+            }
         }
         if (!batch.value("deterministic", true)) return {"nondeterministic", fmt::format("two identical calls gave different logits on a batch of {}", describe(batch))};
     }

@@ -144,6 +144,33 @@ TEST_F(Adversarial, SkipsLayersBeyondTheFastTier) {
     EXPECT_EQ(all_layers.verdict.code, "wrong_output") << all_layers.verdict.reason;
 }
 
+// With the reference limited to a sample of each large batch, the rows it does not compute are
+// compared with the incumbent: a candidate wrong only there is still caught, and by that check.
+TEST_F(Adversarial, WrongOnlyWhereTheReferenceDoesNotSample) {
+    const Candidate adversary =
+        make_candidate("wrong_beyond_reference_sample", fs::path(HOTPASS_ADVERSARIAL_DIR) / "wrong_beyond_reference_sample.cpp");
+    EvaluateOptions sampled = options(false);
+    // 600 tokens of history: random KV (write_history), so that path is covered here too.
+    sampled.shapes = {Shape{"decode b3 kv200 + prefill [64]", 1.0, 3, 200, {64}}};
+    sampled.reference_tokens = 40;
+    const Evaluation caught = evaluate_candidate(*fast_, adversary, sampled);
+    EXPECT_EQ(caught.verdict.code, "wrong_output") << caught.verdict.reason;
+    EXPECT_NE(caught.verdict.reason.find("verified incumbent"), std::string::npos) << caught.verdict.reason;
+    const nlohmann::json &shape_case = caught.verification.at("cases").at(0);
+    EXPECT_TRUE(shape_case.at("reference_sample").at("cut").get<bool>()) << shape_case.dump();
+    EXPECT_LE(shape_case.at("reference_sample").at("n_token").get<int>(), 40);
+    EXPECT_EQ(shape_case.value("history", ""), "random") << shape_case.dump();
+
+    EvaluateOptions whole = sampled;
+    whole.reference_tokens = 0;
+    const Evaluation by_reference = evaluate_candidate(*fast_, adversary, whole);
+    EXPECT_EQ(by_reference.verdict.code, "wrong_output") << by_reference.verdict.reason;
+    EXPECT_NE(by_reference.verdict.reason.find("from the reference"), std::string::npos) << by_reference.verdict.reason;
+
+    const Evaluation honest_sampled = evaluate_candidate(*fast_, honest(), sampled);
+    EXPECT_TRUE(honest_sampled.verdict.correct()) << honest_sampled.verdict.code << ": " << honest_sampled.verdict.reason;
+}
+
 TEST_F(Adversarial, ExecutorIsRecycledAfterMaxLoads) {
     ASSERT_TRUE(fast_->ensure_started().ok());
     const int starts = fast_->n_start();

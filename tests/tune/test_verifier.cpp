@@ -39,5 +39,27 @@ TEST(Verifier, EachCheckHasItsOwnCode) {
     EXPECT_NE(greedy.reason.find("step 3"), std::string::npos);
 }
 
+// A batch checked partly by the reference (a sample) and whole against the incumbent: the
+// incumbent comparison allows twice the tolerance, and its failures name the incumbent.
+TEST(Verifier, RowsOutsideTheReferenceSampleAreJudgedAgainstTheIncumbent) {
+    json sampled = good_case();
+    sampled["reference_sample"] = {{"n_seq", 1}, {"n_token", 40}, {"cut", true}, {"rows", 0}};
+    sampled["incumbent"] = {{"max_abs_delta", 0.019}, {"max_abs_ref", 5.0}, {"kv_max_abs_delta", 0.007}, {"kv_max_abs_ref", 2.0}};
+    EXPECT_EQ(judge_verification({{"cases", {sampled}}}, Tolerance{}).code, "ok");  // 2 x 2e-3 x 5.0 = 0.02 allowed
+    json wrong = sampled;
+    wrong["incumbent"]["max_abs_delta"] = 0.021;
+    const Verdict logits = judge_verification({{"cases", {wrong}}}, Tolerance{});
+    EXPECT_EQ(logits.code, "wrong_output");
+    EXPECT_NE(logits.reason.find("verified incumbent"), std::string::npos) << logits.reason;
+    EXPECT_NE(logits.reason.find("the reference ran 1 of its sequences (40 tokens, one chunk cut short)"), std::string::npos) << logits.reason;
+    json kv = sampled;
+    kv["incumbent"]["kv_max_abs_delta"] = 0.009;
+    EXPECT_EQ(judge_verification({{"cases", {kv}}}, Tolerance{}).code, "kv_mismatch");
+    // The reference's own comparison still applies at the plain tolerance.
+    json reference = sampled;
+    reference["max_abs_delta"] = 0.011;
+    EXPECT_EQ(judge_verification({{"cases", {reference}}}, Tolerance{}).code, "wrong_output");
+}
+
 }  // namespace
 }  // namespace hp::tune

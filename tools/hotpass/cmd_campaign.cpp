@@ -36,6 +36,7 @@ struct OptimizeArgs {
     uint64_t agent_seed = 0;
     bool no_final = false;
     bool fresh_executor = false;
+    int reference_tokens = 16;
     std::string baseline_source;
     std::string agent_command;
     double agent_turn_seconds = 600;
@@ -96,6 +97,7 @@ int run_optimize(const OptimizeArgs &args) {
     options.agent_seed = args.agent_seed;
     options.final_check = !args.no_final;
     options.fresh_executor = args.fresh_executor;
+    options.reference_tokens = args.reference_tokens;
     options.resume = args.resume;
     options.out = args.out;
     options.store = args.store.empty() ? campaign::default_store_path() : std::filesystem::path(args.store);
@@ -278,6 +280,11 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
     optimize->add_option("--agent-seed", args->agent_seed, "seed of the agents' searches (0: from the campaign)");
     optimize->add_option("--baseline-source", args->baseline_source, "the in-tree forward pass the knob search starts from");
     optimize->add_flag("--no-final", args->no_final, "skip timing the winner against the baseline at the end");
+    optimize->add_option("--reference-tokens", args->reference_tokens,
+                         "CPU: step tokens the plain reference runs per verification batch; the rest of a larger batch (a "
+                         "workload shape's prefill chunk) is compared with the verified incumbent (0: the reference runs every batch whole; "
+                         "CUDA always does, its reference is fast)")
+        ->check(CLI::NonNegativeNumber)->capture_default_str();
     optimize->add_flag("--fresh-executor", args->fresh_executor, "restart the executor for every candidate (a benchmark control)");
     optimize->callback([args, &exit_code] { exit_code = run_optimize(*args); });
 

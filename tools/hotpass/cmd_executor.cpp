@@ -24,6 +24,7 @@ struct SubmitArgs {
     std::string cache_dir;
     int n_thread = 1;
     int n_case = 12;
+    int reference_tokens = 0;
     double target_seconds = 1.0;
     double deadline_seconds = 120;
     bool json_output = false;
@@ -78,6 +79,7 @@ int run_submit(const SubmitArgs &args) {
     options.build.include_dir = tune::default_include_dir();
     options.build.cache_dir = args.cache_dir.empty() ? std::filesystem::temp_directory_path() / "hotpass-artifacts" : std::filesystem::path(args.cache_dir);
     options.n_case = args.n_case;
+    options.reference_tokens = args.reference_tokens;
     options.runner.target_seconds = args.target_seconds;
     options.verify_deadline_seconds = args.deadline_seconds;
     options.measure = !args.no_measure;
@@ -160,6 +162,10 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
     submit->add_option("--cache", args->cache_dir, "artifact cache directory (default: $TMPDIR/hotpass-artifacts)");
     submit->add_option("--threads", args->n_thread, "CPU threads for forward passes")->capture_default_str();
     submit->add_option("--cases", args->n_case, "random verification batches")->capture_default_str();
+    submit->add_option("--reference-tokens", args->reference_tokens,
+                       "step tokens the plain reference runs per verification batch; a larger batch is compared whole with the "
+                       "incumbent and on a random sample of this many tokens with the reference (0: the reference runs it whole)")
+        ->check(CLI::NonNegativeNumber)->capture_default_str();
     submit->add_option("--seconds-per-shape", args->target_seconds, "timing budget per shape")->capture_default_str();
     submit->add_option("--deadline", args->deadline_seconds, "seconds before a silent executor counts as hung")->capture_default_str();
     submit->add_flag("--no-measure", args->no_measure, "build and verify only");

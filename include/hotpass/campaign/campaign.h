@@ -39,6 +39,7 @@ struct CampaignOptions {
     double slow_seconds_per_shape = 0.75;
     int fast_cases = 6;     // verification batches
     int slow_cases = 3;
+    int reference_tokens = 16;  // CPU: per verification batch (tune::EvaluateOptions); CUDA: whole batches
     bool fresh_executor = false;  // restart the executor for every candidate (the bench's control)
     bool final_check = true;  // time the winner against the baseline at the end (slow tier)
     std::filesystem::path store;           // the database; objects/ and artifacts/ beside it

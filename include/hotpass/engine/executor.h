@@ -26,7 +26,9 @@ struct ExecutorOptions {
     // plugins on device `device_index`; decode timing replays CUDA graphs (see executor_measure.cpp).
     backend::DeviceKind device = backend::DeviceKind::cpu;
     int device_index = 0;
-    KvCacheOptions kv;
+    // Verification holds up to three copies of a batch's KV (candidate, incumbent or reference,
+    // reference sample); a campaign's largest shape is ~3k tokens before block rounding.
+    KvCacheOptions kv = {.max_tokens = 16384};
 };
 
 // Runs until `shutdown`, a recycle, or a lost connection. Returns the process exit code.

@@ -22,6 +22,10 @@ struct EvaluateOptions {
     int n_case = 12;            // random verification batches
     int greedy_steps = 8;
     int max_seq = 5, max_history = 70, max_chunk = 37;  // bounds on random verification batches
+    // Step tokens the plain reference runs per verification batch; a larger batch is checked whole
+    // against the verified incumbent and on a random sample of this many tokens against the
+    // reference (docs/architecture.md, "Verification"). 0: the reference runs every batch whole.
+    int reference_tokens = 0;
     uint64_t verify_seed = 0;   // 0: fresh from std::random_device (the candidate cannot know it)
     double load_deadline_seconds = 30;
     double verify_deadline_seconds = 120;

@@ -21,11 +21,19 @@ struct Shape {
     std::vector<int> prefill;  // chunk lengths
 };
 
+// Fewest timed pairs per shape under RunnerOptions::max_seconds: the smallest sample with which
+// the two-sided rank test can reach alpha = 0.01 is 5 + 5.
+constexpr int kMinRepCapped = 6;
+
 struct RunnerOptions {
     int warmup = 2;
     int min_rep = 10;
     int max_rep = 1000;
     double target_seconds = 1.0;  // per shape
+    // Once a shape has kMinRepCapped pairs, it stops after this many seconds even short of
+    // min_rep (0: no cap): a 500-token prefill step of llama-300m takes ~6 s on one CPU thread, so
+    // 15 pairs of it would take 3 minutes.
+    double max_seconds = 0;
     double alpha = 0.01;          // rank-test significance level
     double min_effect = 0.01;     // speedups within 1% are noise, whatever the test says
     uint64_t seed = 1;
