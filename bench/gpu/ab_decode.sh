@@ -5,15 +5,18 @@
 # Each plugin is benched twice, interleaved (A B C A B C), so the spread between the two runs of
 # one plugin says what a difference between plugins must exceed.
 #
-# usage: bench/gpu/ab_decode.sh OUT_DIR NAME=PLUGIN.so ... [-- extra bench args]
+# usage: bench/gpu/ab_decode.sh OUT_DIR NAME=PLUGIN ... [-- extra bench args]
+#        (PLUGIN: a path, or NAME of lib/hotpass/forward/libhp_forward_cuda_NAME.so in the stage;
+#         logs and JSON go to OUT_DIR/ab_decode.tar.gz, the summary to stdout and OUT_DIR/summary.txt)
 #        (run from the repository root on the GPU machine, with a staged build, build/gpu-stage;
 #         the staged plugin itself is NAME=baseline; env HOTPASS_AB_SKIP_TESTS=1 skips the tests,
-#         HOTPASS_AB_BREAKDOWN=NAME adds --breakdown to that plugin's first run)
+#         HOTPASS_AB_BREAKDOWN=NAME,NAME adds --breakdown to those plugins' first runs)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STAGE=${BUILD_DIR:-$ROOT/build/gpu-stage}
-OUT_DIR=$1
+FINAL_DIR=$1
 shift
+OUT_DIR=$(mktemp -d)
 plugins=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do plugins+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
@@ -35,13 +38,13 @@ for round in 1 2; do
   for entry in "${plugins[@]}"; do
     name=${entry%%=*} plugin=${entry#*=}
     extra=()
-    [ "$round" = 1 ] && [ "${HOTPASS_AB_BREAKDOWN:-}" = "$name" ] && extra=(--breakdown)
+    [ "$round" = 1 ] && [[ ",${HOTPASS_AB_BREAKDOWN:-}," == *",$name,"* ]] && extra=(--breakdown)
     timeout 240 "$STAGE/bin/hotpass_bench_gpu_decode" --forward "$plugin" --preset llama-3.2-1b --batches 1,8,32,64 --kv 1024 \
       --json "$OUT_DIR/bench_${name}_$round.json" "${extra[@]}" "$@" > "$OUT_DIR/bench_${name}_$round.log" 2>&1 || echo "$name round $round: exit $?"
   done
 done
 
-python3 - "$OUT_DIR" "${plugins[@]}" <<'EOF'
+python3 - "$OUT_DIR" "${plugins[@]}" <<'EOF' | tee "$OUT_DIR/summary.txt"
 import json, sys
 out, entries = sys.argv[1], sys.argv[2:]
 print("step ms (p10-p90), two interleaved runs per plugin")
@@ -58,3 +61,4 @@ for entry in entries:
                                 f"{100 * row['fraction_of_roofline']:.0f}% d{row['graph_vs_eager_max_delta']:.1g}" for row in data["batches"]))
     print(f"{name}:\n  " + "\n  ".join(cells))
 EOF
+mkdir -p "$FINAL_DIR" && cp "$OUT_DIR/summary.txt" "$FINAL_DIR/" && tar -czf "$FINAL_DIR/ab_decode.tar.gz" -C "$OUT_DIR" .

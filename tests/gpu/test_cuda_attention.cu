@@ -3,10 +3,11 @@
 // (bf16, and f16 once) with shuffled block tables, sequence lengths off every tile (1, odd, a
 // partial last 16-token block, a full one), several tokens of one sequence at consecutive
 // positions (as in a prefill), batch sizes 1, 3, 8, 33 and 64, GQA groups 1, 2, 3, 4 and 8, d_head
-// 32, 64 and 128, and split counts 1 (no partials), the plugin's choice, 7 and 64 (more splits than
-// steps: empty splits). Outputs are poisoned first; a second run must give the same bits (fixed
-// reduction order whatever block finishes last) and proves the split counters were reset. Built
-// with the plugin's knob values.
+// 32, 64 and 128, both load schedules (PREFETCH or not), and split counts 1 (no partials), the
+// plugin's choice, 7 and 64 (more splits than steps: empty splits). Cache rows that no sequence
+// holds are NaN. Outputs are poisoned first; a second run must give the same bits (fixed reduction
+// order whatever block finishes last) and proves the split counters were reset. Built with the
+// plugin's knob values.
 //
 // Tolerance: the output is rounded to bf16 (2^-9 relative) after float32 dot products, base-2
 // exponentials and sums; each element is held to 2^-8 |ref| + 1e-4 max|v| of its kv head.
@@ -70,24 +71,33 @@ struct Case {
     hp_dtype kv_dtype = HP_DTYPE_BF16;
     int n_split = 0;  // 0: decode_attention_splits()
     int max_length = 1024;
+    bool prefetch = false;  // the kernel's PREFETCH variant
 };
 
 std::string describe(const Case &c) {
     return "n_token " + std::to_string(c.n_token) + ", heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
            ", d_head " + std::to_string(c.d_head) + ", kv " + (c.kv_dtype == HP_DTYPE_BF16 ? "bf16" : "f16") + ", n_split " +
-           std::to_string(c.n_split);
+           std::to_string(c.n_split) + (c.prefetch ? ", prefetch" : "");
+}
+
+template <int D, int G, bool PREFETCH>
+void launch_variant(hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
+            const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
+    if (kv == HP_DTYPE_BF16) {
+        base::decode_attention_kernel<HP_DTYPE_BF16, D, G, PREFETCH>
+            <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    } else {
+        base::decode_attention_kernel<HP_DTYPE_F16, D, G, PREFETCH>
+            <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    }
 }
 
 template <int D, int G>
-void launch(hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
-            const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
-    if (kv == HP_DTYPE_BF16) {
-        base::decode_attention_kernel<HP_DTYPE_BF16, D, G>
-            <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
-    } else {
-        base::decode_attention_kernel<HP_DTYPE_F16, D, G>
-            <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
-    }
+void launch(bool prefetch, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
+            const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
+            __nv_bfloat16 *out) {
+    if (prefetch) launch_variant<D, G, true>(kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    else launch_variant<D, G, false>(kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
 }
 
 void run_case(const Case &c, uint32_t seed) {
@@ -135,6 +145,19 @@ void run_case(const Case &c, uint32_t seed) {
         k_value[i] = c.kv_dtype == HP_DTYPE_BF16 ? from_bf16_bits(k_bits[i]) : from_f16_bits(k_bits[i]);
         v_value[i] = c.kv_dtype == HP_DTYPE_BF16 ? from_bf16_bits(v_bits[i]) : from_f16_bits(v_bits[i]);
     }
+    // Cache rows no sequence holds (past each sequence's length, unused blocks) are NaN: the kernel
+    // may read them (a step ends inside a paged block) but must not let them reach the output.
+    {
+        std::vector<char> used(size_t(n_block) * block_tokens, 0);
+        for (int s = 0; s < n_seq; ++s) {
+            for (int j = 0; j < lengths[size_t(s)]; ++j) used[size_t(tables[size_t(s) * max_blocks + j / block_tokens]) * block_tokens + j % block_tokens] = 1;
+        }
+        for (size_t slot = 0; slot < used.size(); ++slot) {
+            if (used[slot]) continue;
+            std::fill_n(k_bits.begin() + std::ptrdiff_t(slot * row_width), row_width, uint16_t(0x7fff));
+            std::fill_n(v_bits.begin() + std::ptrdiff_t(slot * row_width), row_width, uint16_t(0x7fff));
+        }
+    }
     std::vector<float> q(size_t(c.n_token) * c.n_head * d);
     for (float &value : q) value = 2.0f * normal(rng);  // peaked softmaxes as well as flat ones
 
@@ -152,12 +175,12 @@ void run_case(const Case &c, uint32_t seed) {
     ASSERT_TRUE(q_d && positions_d && token_seq_d && tables_d && k_d && v_d && counters_d && out_d);
     const dim3 grid(c.n_head_kv, c.n_token, p.n_split);
     auto run = [&] {
-        if (d == 32 && group <= 4) launch<32, 4>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (d == 32) launch<32, 8>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (d == 64 && group <= 4) launch<64, 4>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (d == 64) launch<64, 8>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (group <= 4) launch<128, 4>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else launch<128, 8>(c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (d == 32) launch<32, 8>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (d == 64 && group <= 4) launch<64, 4>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (d == 64) launch<64, 8>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (group <= 4) launch<128, 4>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else launch<128, 8>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
     };
     run();
     CHECK_CUDA(cudaGetLastError());
@@ -219,7 +242,13 @@ TEST(CudaDecodeAttention, Llama1bShapeMatchesHostMath) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     uint32_t seed = std::random_device{}();
     std::printf("seed %u\n", seed);
-    for (int n_token : {1, 3, 8, 33, 64}) run_case({n_token, 32, 8, 64}, seed++);
+    for (int n_token : {1, 3, 8, 33, 64}) {
+        for (bool prefetch : {false, true}) {
+            Case c{n_token, 32, 8, 64};
+            c.prefetch = prefetch;
+            run_case(c, seed++);
+        }
+    }
 }
 
 TEST(CudaDecodeAttention, SplitCountsMatchHostMath) {
@@ -242,7 +271,8 @@ TEST(CudaDecodeAttention, GroupsAndHeadDimsMatchHostMath) {
     run_case({3, 16, 2, 64, HP_DTYPE_BF16, 5}, seed++);  // group 8, d_head 64
     run_case({5, 8, 2, 128, HP_DTYPE_F16}, seed++);    // f16 cache
     run_case({7, 4, 2, 32, HP_DTYPE_BF16, 0, 150}, seed++);  // d_head 32 (the tiny presets)
-    run_case({4, 16, 2, 32, HP_DTYPE_BF16, 3, 100}, seed++);
+    run_case({4, 16, 2, 32, HP_DTYPE_BF16, 3, 100, true}, seed++);
+    run_case({6, 32, 4, 128, HP_DTYPE_BF16, 9, 400, true}, seed++);
 }
 
 }  // namespace

@@ -11,10 +11,12 @@
 // below a wrong index or a lost product (O(1) of that sum). The SwiGLU epilogue rounds its
 // product to bf16, so there 2^-8 of |value| more.
 //
-// The RMSNorm input path (Params::x_f32, knob gemv_norm) gets float32 residual rows (a row index
-// per token, as the lm_head's logit rows, in some cases) and a bf16 or f32 norm weight; the host
-// rounds each operand bf16(x * norm_w) as the kernel must and scales by 1/rms in float64, so the
-// same bound holds (+ 1e-6 relative for the float32 sum of squares).
+// The folded RMSNorm (knob gemv_norm): as a consumer the GEMV gets random partial sums of x^2 per
+// input row (and, in some cases, a row index per token, as the lm_head's logit rows) and must scale
+// by 1/sqrt(sum / n_in + eps), computed in float64 on the host (1e-6 relative more); as a producer
+// the accumulate epilogue must also write bf16(y * norm_w) (held to the bf16 rounding of the host
+// value, 2^-8, plus the bound times |norm_w|) and per 16-row tile the sum of y^2 of its own output
+// (1e-5 relative).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,16 +80,17 @@ struct Case {
     std::vector<int> n_out;  // one entry per segment
     bool bias = true;
     bool misaligned = false;  // x and w one element past a 16-byte boundary: the element-load path
-    int norm = 0;             // RMSNorm input: 0 none, 1 bf16 weight, 2 f32 weight
-    bool rows = false;        // with norm: token t reads residual row rows[t] of a larger, shuffled set
+    bool norm_in = false;     // scale by 1/rms from random partial sums of x^2 (13 per row)
+    bool rows = false;        // with norm_in: token t reads input row rows[t] of a larger, shuffled set
+    bool norm_out = false;    // kAccumulate: also write bf16(y * norm_w) and the tiles' sums of y^2
 };
 
 std::string describe(const Case &c) {
     std::string text = "n_in " + std::to_string(c.n_in) + ", n_token " + std::to_string(c.n_token) + ", epilogue " +
                        std::to_string(c.epilogue) + ", n_out";
     for (int n : c.n_out) text += " " + std::to_string(n);
-    return text + (c.misaligned ? ", misaligned" : "") + (c.bias ? ", bias" : "") + (c.norm ? ", norm " + std::to_string(c.norm) : "") +
-           (c.rows ? ", rows" : "");
+    return text + (c.misaligned ? ", misaligned" : "") + (c.bias ? ", bias" : "") + (c.norm_in ? ", norm in" : "") + (c.rows ? ", rows" : "") +
+           (c.norm_out ? ", norm out" : "");
 }
 
 void run_case(const Case &c, uint32_t seed) {
@@ -96,41 +99,26 @@ void run_case(const Case &c, uint32_t seed) {
     const int n_seg = int(c.n_out.size());
     const bool silu = c.epilogue == gemv::kSiluMul;
     const size_t off = c.misaligned ? 1 : 0;
-    Bf16Buffer x = random_bf16(rng, size_t(c.n_token) * c.n_in, 1.0f);
-    // RMSNorm input: residual rows (f32), the row of each token, the norm weight; x then holds the
-    // operand the kernel must build, bf16(x * norm_w), and inv_rms[t] the scale of its result.
-    std::vector<float> residual, norm_f32, inv_rms(size_t(c.n_token), 1.0f);
-    std::vector<uint16_t> norm_bf16;
-    std::vector<int32_t> rows(size_t(c.n_token));
+    // Input rows: n_token, or more with a shuffled row per token; partial sums of x^2 per row.
+    const int n_rows = c.rows ? c.n_token + 5 : c.n_token, n_sum_sq = 13;
+    const Bf16Buffer x = random_bf16(rng, size_t(n_rows) * c.n_in, 1.0f);
+    std::vector<int32_t> rows(static_cast<size_t>(c.n_token));
+    std::iota(rows.begin(), rows.end(), 0);
+    if (c.rows) {
+        std::vector<int32_t> all(static_cast<size_t>(n_rows));
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), rng);
+        std::copy(all.begin(), all.begin() + c.n_token, rows.begin());
+    }
+    std::vector<float> sum_sq_in(size_t(n_rows) * n_sum_sq), inv_rms(size_t(c.n_token), 1.0f);
     const float eps = 1e-5f;
-    if (c.norm) {
-        std::normal_distribution<float> normal(0.0f, 3.0f);
-        const int n_rows = c.rows ? c.n_token + 5 : c.n_token;
-        residual.resize(size_t(n_rows) * c.n_in);
-        for (float &v : residual) v = normal(rng);
-        std::iota(rows.begin(), rows.end(), 0);
-        if (c.rows) {
-            std::vector<int32_t> all(static_cast<size_t>(n_rows));
-            std::iota(all.begin(), all.end(), 0);
-            std::shuffle(all.begin(), all.end(), rng);
-            std::copy(all.begin(), all.begin() + c.n_token, rows.begin());
-        }
-        const Bf16Buffer weight = random_bf16(rng, size_t(c.n_in), 1.0f);
-        norm_bf16 = weight.host;
-        norm_f32 = weight.value;
-        if (c.norm == 2) {
-            for (float &w : norm_f32) w *= 1.0f + 1.0f / 1024;  // not bf16-representable
-        }
+    std::uniform_real_distribution<float> positive(0.0f, 4.0f * c.n_in / n_sum_sq);
+    for (float &v : sum_sq_in) v = positive(rng);
+    if (c.norm_in) {
         for (int t = 0; t < c.n_token; ++t) {
-            const float *row = residual.data() + size_t(rows[size_t(t)]) * c.n_in;
-            double sum_sq = 0;
-            for (int i = 0; i < c.n_in; ++i) {
-                sum_sq += double(row[i]) * row[i];
-                const size_t at = size_t(t) * c.n_in + i;
-                x.host[at] = to_bf16_bits(row[i] * norm_f32[size_t(i)]);
-                x.value[at] = from_bf16_bits(x.host[at]);
-            }
-            inv_rms[size_t(t)] = float(1.0 / std::sqrt(sum_sq / c.n_in + eps));
+            double total = 0;
+            for (int i = 0; i < n_sum_sq; ++i) total += sum_sq_in[size_t(rows[size_t(t)]) * n_sum_sq + i];
+            inv_rms[size_t(t)] = float(1.0 / std::sqrt(total / c.n_in + eps));
         }
     }
     std::vector<Bf16Buffer> w(n_seg), w2(n_seg);
@@ -141,13 +129,20 @@ void run_case(const Case &c, uint32_t seed) {
     p.n_token = c.n_token;
     p.n_segment = n_seg;
     p.x = reinterpret_cast<const __nv_bfloat16 *>(upload(x.host, off));
-    if (c.norm) {
-        p.x_f32 = upload(residual);
+    if (c.norm_in) {
         p.x_rows = c.rows ? upload(rows) : nullptr;
-        p.norm_w = c.norm == 1 ? static_cast<const void *>(upload(norm_bf16)) : static_cast<const void *>(upload(norm_f32));
-        p.norm_dtype = c.norm == 1 ? HP_DTYPE_BF16 : HP_DTYPE_F32;
+        p.x_sum_sq = upload(sum_sq_in);
+        p.n_sum_sq = n_sum_sq;
         p.norm_eps = eps;
-        ASSERT_TRUE(gemv::norm_fusable(c.n_in, p.x_f32, p.norm_w));
+    }
+    const int n_tile = (c.n_out[0] + 15) / 16;
+    Bf16Buffer norm_w;
+    if (c.norm_out) {
+        norm_w = random_bf16(rng, size_t(c.n_out[0]), 1.0f);
+        p.norm_out.h = reinterpret_cast<__nv_bfloat16 *>(upload(std::vector<uint16_t>(size_t(c.n_token) * c.n_out[0], 0x7fc0)));
+        p.norm_out.w = upload(norm_w.host);
+        p.norm_out.w_dtype = HP_DTYPE_BF16;
+        p.norm_out.sum_sq = upload(std::vector<float>(size_t(c.n_token) * n_tile, NAN));
     }
     std::vector<void *> outputs(n_seg);
     for (int s = 0; s < n_seg; ++s) {
@@ -206,7 +201,7 @@ void run_case(const Case &c, uint32_t seed) {
             for (int o = 0; o < n_out; ++o) {
                 double dot = 0, mass = 0, dot2 = 0, mass2 = 0;
                 for (int i = 0; i < c.n_in; ++i) {
-                    const double xv = x.value[size_t(t) * c.n_in + i];
+                    const double xv = x.value[size_t(rows[size_t(t)]) * c.n_in + i];
                     const double wv = w[s].value[size_t(o) * c.n_in + i];
                     dot += wv * xv;
                     mass += std::fabs(wv * xv);
@@ -236,6 +231,31 @@ void run_case(const Case &c, uint32_t seed) {
             }
         }
         EXPECT_EQ(bad, 0) << "segment " << s << ": " << bad << " of " << n_y << " outputs off";
+        if (c.norm_out) {  // against the kernel's own y: the bf16 operand and the tiles' sums of y^2
+            std::vector<uint16_t> h(n_y);
+            std::vector<float> tile_sum(size_t(c.n_token) * n_tile);
+            CHECK_CUDA(cudaMemcpy(h.data(), p.norm_out.h, n_y * 2, cudaMemcpyDeviceToHost));
+            CHECK_CUDA(cudaMemcpy(tile_sum.data(), p.norm_out.sum_sq, tile_sum.size() * 4, cudaMemcpyDeviceToHost));
+            int bad_h = 0, bad_sum = 0;
+            for (int t = 0; t < c.n_token; ++t) {
+                for (int tile = 0; tile < n_tile; ++tile) {
+                    double squares = 0;
+                    for (int o = tile * 16; o < std::min(n_out, tile * 16 + 16); ++o) {
+                        const double y = got[size_t(t) * n_out + o], expected = y * norm_w.value[size_t(o)];
+                        squares += y * y;
+                        const double h_value = from_bf16_bits(h[size_t(t) * n_out + o]);
+                        if (!(std::fabs(h_value - expected) <= std::ldexp(std::fabs(expected), -8) + 1e-30) && bad_h++ < 3) {
+                            ADD_FAILURE() << "norm operand token " << t << " row " << o << ": got " << h_value << ", expected " << expected;
+                        }
+                    }
+                    const double got_sum = tile_sum[size_t(t) * n_tile + tile];
+                    if (!(std::fabs(got_sum - squares) <= 1e-5 * squares + 1e-30) && bad_sum++ < 3) {
+                        ADD_FAILURE() << "tile sum of squares token " << t << " tile " << tile << ": got " << got_sum << ", expected " << squares;
+                    }
+                }
+            }
+            EXPECT_EQ(bad_h + bad_sum, 0);
+        }
         // A second run (store and SwiGLU rewrite their output) must give the same bits.
         if (c.epilogue != gemv::kAccumulate) {
             std::vector<char> first(n_y * (silu ? 2 : 4)), second(first.size());
@@ -247,9 +267,11 @@ void run_case(const Case &c, uint32_t seed) {
         }
     }
     cudaFree(const_cast<void *>(static_cast<const void *>(reinterpret_cast<const char *>(p.x) - off * 2)));
-    cudaFree(const_cast<float *>(p.x_f32));
     cudaFree(const_cast<int32_t *>(p.x_rows));
-    cudaFree(const_cast<void *>(p.norm_w));
+    cudaFree(const_cast<float *>(p.x_sum_sq));
+    cudaFree(p.norm_out.h);
+    cudaFree(const_cast<void *>(p.norm_out.w));
+    cudaFree(p.norm_out.sum_sq);
     for (int s = 0; s < n_seg; ++s) {
         cudaFree(const_cast<void *>(static_cast<const void *>(reinterpret_cast<const char *>(p.segment[s].w) - off * 2)));
         if (p.segment[s].w2) cudaFree(const_cast<void *>(static_cast<const void *>(reinterpret_cast<const char *>(p.segment[s].w2) - off * 2)));
@@ -299,27 +321,33 @@ TEST(CudaGemv, ThreeSegmentsMatchHostMath) {
     }
 }
 
-TEST(CudaGemv, NormedInputMatchesHostMath) {
+TEST(CudaGemv, FoldedNormMatchesHostMath) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     uint32_t seed = std::random_device{}();
     std::printf("seed %u\n", seed);
     for (int n_token : {1, 3, 8, 17, 33, 64}) {
-        for (int n_in : {2048, 1000, 8}) {
-            Case store{n_in, n_token, gemv::kStore, {1003}, n_token % 2 == 1};
-            store.norm = n_token % 3 == 0 ? 2 : 1;
-            store.rows = n_in == 2048 && n_token <= 8;
-            run_case(store, seed++);
+        for (int n_in : {2048, 1000, 7}) {
+            Case in{n_in, n_token, gemv::kStore, {1003}, n_token % 2 == 1};
+            in.norm_in = true;
+            in.rows = n_in == 2048 && n_token <= 8;
+            run_case(in, seed++);
         }
+        Case out{2048, n_token, gemv::kAccumulate, {2048}, true};
+        out.norm_out = true;
+        run_case(out, seed++);
+        Case odd{1000, n_token, gemv::kAccumulate, {517}, n_token % 2 == 0};
+        odd.norm_out = true;
+        run_case(odd, seed++);
     }
     for (int n_token : {1, 5, 8}) {
         Case qkv{2048, n_token, gemv::kStore, {2048, 512, 512}, false};
-        qkv.norm = 1;
+        qkv.norm_in = true;
         run_case(qkv, seed++);
         Case swiglu{2048, n_token, gemv::kSiluMul, {333}, true};
-        swiglu.norm = 1;
+        swiglu.norm_in = true;
         run_case(swiglu, seed++);
-        Case head{2048, n_token, gemv::kStore, {77}, false};
-        head.norm = 2;
+        Case head{2048, n_token, gemv::kStore, {77}, false, true};
+        head.norm_in = true;
         head.rows = true;
         run_case(head, seed++);
     }

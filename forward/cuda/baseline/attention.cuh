@@ -73,8 +73,12 @@ __device__ inline uint4 load_kv(const void *ptr) {
 
 // See the top of the file. partial: f32 [token][n_head][n_split][D + 2] (max, sum, acc[D]);
 // counters: int32 [token][n_head_kv], zero between steps; out: bf16 [token][n_head][D].
-template <hp_dtype KV, int D, int G>
-__global__ void __launch_bounds__(kFdWarps * 32) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
+// PREFETCH: each warp loads its next step's rows before this step's math (steps of at most
+// HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS tokens: latency-bound launches gain, full ones lose blocks per
+// SM). The variant for full launches (no prefetch, group <= 4) asks for HP_CUDA_ATTN_FD_MIN_BLOCKS
+// blocks per SM (at 4: 128 registers, no spills at d_head 64); the others would spill under it.
+template <hp_dtype KV, int D, int G, bool PREFETCH>
+__global__ void __launch_bounds__(kFdWarps * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                                                         const int32_t *token_seq, const int32_t *block_tables,
                                                                         const void *k_cache, const void *v_cache, float *partial,
                                                                         int32_t *counters, __nv_bfloat16 *out) {
@@ -113,18 +117,57 @@ __global__ void __launch_bounds__(kFdWarps * 32) decode_attention_kernel(DecodeA
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[h][e] = 0.0f;
     }
-    for (int step = step_begin + warp; step < step_end; step += kFdWarps) {
-        uint4 k_raw[kFdUnroll], v_raw[kFdUnroll];
-        bool valid[kFdUnroll];
+    // Step `step`'s K and V rows of this lane into k_raw, v_raw. When a step lies inside one paged
+    // block (block_tokens a multiple of the step) one table entry serves the step, and rows past
+    // the sequence are read from that (allocated) block; otherwise each row looks its block up and
+    // rows past the sequence read its last row. Their scores are dropped and V zeroed below.
+    const bool step_in_block = p.block_tokens % kStep == 0;
+    int64_t lane_row[kFdUnroll];
+#pragma unroll
+    for (int u = 0; u < kFdUnroll; ++u) lane_row[u] = int64_t(u * kRowsPerLoad + sub) * row_width;
+    auto load_step = [&](int step, uint4 k_raw[kFdUnroll], uint4 v_raw[kFdUnroll]) {
+        const int first = step * kStep;
+        if (step_in_block) {
+            const int block = p.block_shift >= 0 ? first >> p.block_shift : first / p.block_tokens;
+            const int64_t step_row = (int64_t(table[block]) * p.block_tokens + first - block * p.block_tokens) * row_width;
+#pragma unroll
+            for (int u = 0; u < kFdUnroll; ++u) {
+                k_raw[u] = load_kv(k_base + step_row + lane_row[u]);
+                v_raw[u] = load_kv(v_base + step_row + lane_row[u]);
+            }
+            return;
+        }
 #pragma unroll
         for (int u = 0; u < kFdUnroll; ++u) {
-            const int pos = step * kStep + u * kRowsPerLoad + sub;
-            valid[u] = pos < length;
-            const int at = valid[u] ? pos : length - 1;  // a valid row; its scores are dropped
+            const int at = min(first + u * kRowsPerLoad + sub, length - 1);
             const int block = p.block_shift >= 0 ? at >> p.block_shift : at / p.block_tokens;
             const int64_t row = (int64_t(table[block]) * p.block_tokens + at - block * p.block_tokens) * row_width;
             k_raw[u] = load_kv(k_base + row);
             v_raw[u] = load_kv(v_base + row);
+        }
+    };
+    uint4 k_next[kFdUnroll], v_next[kFdUnroll];
+    if (PREFETCH && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
+    for (int step = step_begin + warp; step < step_end; step += kFdWarps) {
+        uint4 k_raw[kFdUnroll], v_raw[kFdUnroll];
+        bool valid[kFdUnroll];
+#pragma unroll
+        for (int u = 0; u < kFdUnroll; ++u) valid[u] = step * kStep + u * kRowsPerLoad + sub < length;
+        if constexpr (PREFETCH) {
+#pragma unroll
+            for (int u = 0; u < kFdUnroll; ++u) {
+                k_raw[u] = k_next[u];
+                v_raw[u] = v_next[u];
+            }
+            if (step + kFdWarps < step_end) load_step(step + kFdWarps, k_next, v_next);
+        } else {
+            load_step(step, k_raw, v_raw);
+        }
+        if (step * kStep + kStep > length) {  // the sequence's last step: rows past it may hold anything
+#pragma unroll
+            for (int u = 0; u < kFdUnroll; ++u) {
+                if (!valid[u]) v_raw[u] = make_uint4(0, 0, 0, 0);
+            }
         }
         float s[kFdUnroll][G];
 #pragma unroll

@@ -22,8 +22,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <initializer_list>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "attention.cuh"
@@ -78,6 +78,7 @@ constexpr size_t kTokenSplits = 8192;  // capacity of the attention partials, in
 struct Activations {
     int capacity = 0;
     float *x, *q, *k, *v, *gate, *up, *router, *expert_weight, *expert_out, *shared_out, *shared_logit;
+    float *sum_sq;  // [n][ceil(d_model / 16)]: partial sums of x^2 of the folded RMSNorm (gemv.cuh)
     __nv_bfloat16 *h, *attn, *act;
     int32_t *expert_index, *token_seq;
 };
@@ -140,7 +141,8 @@ bool reserve(BaselineState &state, int n_token) {
     a.act = static_cast<__nv_bfloat16 *>(state_alloc(state, n * k * ff * b, list));
     a.expert_index = static_cast<int32_t *>(state_alloc(state, n * k * sizeof(int32_t), list));
     a.token_seq = static_cast<int32_t *>(state_alloc(state, n * sizeof(int32_t), list));
-    a.capacity = list.size() == 16 ? int(n) : 0;
+    a.sum_sq = static_cast<float *>(state_alloc(state, n * size_t((c.d_model + 15) / 16) * f, list));
+    a.capacity = list.size() == 17 ? int(n) : 0;
     return a.capacity > 0;
 }
 
@@ -175,32 +177,21 @@ hp_cuda_gemv::Segment gemv_segment(const Matrix &w, void *y, const hp_tensor *bi
     return segment;
 }
 
-// An RMSNorm folded into a decode GEMV's input (knob gemv_norm): the projection reads residual rows
-// x (rows[r] when given) and normalises them with `weight` on the fly (gemv.cuh, Params::x_f32).
-struct FusedNorm {
-    const hp_tensor *weight = nullptr;
+// RMSNorm folded into the decode GEMVs (knob gemv_norm, gemv.cuh): the residual GEMV before a norm
+// writes a.h = bf16(x * weight) and a.sum_sq (partial sums of x^2), the GEMV after it reads a.h
+// (rows `rows` when given) and scales by 1/rms. Without it a.h comes from the norm kernel.
+struct FoldedNorm {
     const int32_t *rows = nullptr;  // device, optional
 };
 
-// Whether the norm before these matrices can be folded into their GEMV (16-byte operands).
-bool can_fuse_norm(const BaselineState &state, int n_row, const hp_tensor &norm, std::initializer_list<const Matrix *> matrices) {
-    if (!HP_CUDA_GEMV_NORM || !use_gemv(n_row)) return false;
-    const int n_in = state.model->config.d_model;
-    bool ok = hp_cuda_gemv::norm_fusable(n_in, state.act.x, norm.data);
-    for (const Matrix *m : matrices) ok = ok && m->n_in == n_in && hp_cuda_gemv::aligned16(m->w);
-    return ok;
-}
-
-void set_input(const BaselineState &state, hp_cuda_gemv::Params &p, const __nv_bfloat16 *x, const FusedNorm *norm) {
-    if (!norm) {
-        p.x = x;
-        return;
-    }
-    p.x_f32 = state.act.x;
+void set_input(const BaselineState &state, hp_cuda_gemv::Params &p, const __nv_bfloat16 *x, const FoldedNorm *norm) {
+    p.x = x;
+    if (!norm) return;
+    const hp_config &c = state.model->config;
     p.x_rows = norm->rows;
-    p.norm_w = norm->weight->data;
-    p.norm_dtype = norm->weight->dtype;
-    p.norm_eps = state.model->config.norm_eps;
+    p.x_sum_sq = state.act.sum_sq;
+    p.n_sum_sq = (c.d_model + hp_cuda_gemv::kTileRows - 1) / hp_cuda_gemv::kTileRows;
+    p.norm_eps = c.norm_eps;
 }
 
 // out[r] = bf16(RMSNorm(x[rows ? rows[r] : r]) * weight): the input of projections that cannot fold it.
@@ -212,9 +203,11 @@ void rms_norm(BaselineState &state, const hp_tensor &weight, const int32_t *rows
 
 // Y[n_row][n_out] (f32) = X W^T + bias, or Y += X W^T + bias (accumulate): the GEMV for decode
 // steps, else cuBLAS and a bias kernel.
-// With `norm` (decode GEMV only) the input is RMSNorm(x rows) instead of `x`.
+// Decode GEMV only: with `norm` the input x holds the folded norm's operand (rows norm->rows) and
+// the result is scaled by 1/rms; with `norm_out` (accumulate) the GEMV also writes the next
+// norm's a.h and a.sum_sq for that weight.
 bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, float *y, int n_row, bool accumulate,
-             const hp_tensor *bias = nullptr, const FusedNorm *norm = nullptr) {
+             const hp_tensor *bias = nullptr, const FoldedNorm *norm = nullptr, const hp_tensor *norm_out = nullptr) {
     if (n_row == 0) return true;
     if (!use_gemv(n_row)) {
         const bool ok = gemm(state, w, x, y, n_row, accumulate ? 1.0f : 0.0f);
@@ -227,6 +220,12 @@ bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, floa
     p.n_token = n_row;
     p.n_segment = 1;
     p.segment[0] = gemv_segment(w, y, bias);
+    if (norm_out) {
+        p.norm_out.h = state.act.h;
+        p.norm_out.w = norm_out->data;
+        p.norm_out.w_dtype = norm_out->dtype;
+        p.norm_out.sum_sq = state.act.sum_sq;
+    }
     if (accumulate) hp_cuda_gemv::launch<hp_cuda_gemv::kAccumulate>(p, state.stream);
     else hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
     return true;
@@ -234,9 +233,9 @@ bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, floa
 
 // act[n_row][width] (bf16) = silu(X Wg^T + bg) * (X Wu^T + bu): one fused GEMV for decode steps
 // (HP_CUDA_GEMV_FUSE), else two projections and the SiLU kernel (gate and up as f32 scratch).
-// With `norm` (the fused GEMV only) the input is RMSNorm(x rows) instead of `x`.
+// Decode GEMV only: with `norm` the input x holds the folded norm's operand (see project).
 bool gate_up(BaselineState &state, const Matrix &w_gate, const Matrix &w_up, const hp_tensor *b_gate, const hp_tensor *b_up,
-             const __nv_bfloat16 *x, int n_row, __nv_bfloat16 *act, const FusedNorm *norm = nullptr) {
+             const __nv_bfloat16 *x, int n_row, __nv_bfloat16 *act, const FoldedNorm *norm = nullptr) {
     if (n_row == 0) return true;
     const Activations &a = state.act;
     if (HP_CUDA_GEMV_FUSE && use_gemv(n_row)) {
@@ -254,7 +253,7 @@ bool gate_up(BaselineState &state, const Matrix &w_gate, const Matrix &w_up, con
         hp_cuda_gemv::launch<hp_cuda_gemv::kSiluMul>(p, state.stream);
         return true;
     }
-    const bool ok = project(state, w_gate, x, a.gate, n_row, false, b_gate) && project(state, w_up, x, a.up, n_row, false, b_up);
+    const bool ok = project(state, w_gate, x, a.gate, n_row, false, b_gate, norm) && project(state, w_up, x, a.up, n_row, false, b_up, norm);
     silu_mul_bf16_kernel<<<blocks_for(int64_t(n_row) * w_gate.n_out, 256), 256, 0, state.stream>>>(a.gate, a.up, act,
                                                                                                   int64_t(n_row) * w_gate.n_out);
     return ok;
@@ -356,16 +355,15 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                                  static_cast<const void *>(kv.v[layer]), state.partial, state.attn_counters, state.act.attn);
     };
     if constexpr (KV != HP_DTYPE_F32) {
-        if (c.d_head == 32) {
-            if (group <= 4) launch(decode_attention_kernel<KV, 32, 4>);
-            else launch(decode_attention_kernel<KV, 32, kMaxGroup>);
-        } else if (c.d_head == 64) {
-            if (group <= 4) launch(decode_attention_kernel<KV, 64, 4>);
-            else launch(decode_attention_kernel<KV, 64, kMaxGroup>);
-        } else {
-            if (group <= 4) launch(decode_attention_kernel<KV, 128, 4>);
-            else launch(decode_attention_kernel<KV, 128, kMaxGroup>);
-        }
+        auto for_head = [&](auto d_head) {
+            constexpr int D = decltype(d_head)::value;
+            const bool prefetch = batch.n_token <= HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS;
+            if (group <= 4) launch(prefetch ? decode_attention_kernel<KV, D, 4, true> : decode_attention_kernel<KV, D, 4, false>);
+            else launch(prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true> : decode_attention_kernel<KV, D, kMaxGroup, false>);
+        };
+        if (c.d_head == 32) for_head(std::integral_constant<int, 32>{});
+        else if (c.d_head == 64) for_head(std::integral_constant<int, 64>{});
+        else for_head(std::integral_constant<int, 128>{});
     }
 }
 
@@ -460,17 +458,20 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
     token_seq_kernel<<<blocks_for(batch->n_seq, 64), 64, 0, state.stream>>>(batch->seq_token_start, batch->n_seq, a.token_seq);
     embed_kernel<<<n_token, 256, 0, state.stream>>>(a.x, batch->token_ids, model.token_embd.dtype, model.token_embd.data, c.d_model);
     bool ok = true;
+    // RMSNorm folded into the GEMVs (gemv.cuh): `folded` says a.h and a.sum_sq already hold the next
+    // norm's operand and partial sums (written by the last residual GEMV).
+    const bool fold = HP_CUDA_GEMV_NORM && use_gemv(n_token);
+    const FoldedNorm folded_norm;
+    bool folded = false;
     for (int layer = 0; ok && layer < c.n_layer; ++layer) {
         const hp_layer &w = model.layers[layer];
         const LayerMatrices &m = state.layers[size_t(layer)];
-        const bool qkv_fused = HP_CUDA_GEMV_FUSE && use_gemv(n_token) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in;
-        const FusedNorm attn_norm{&w.attn_norm};
-        const bool attn_norm_fused = qkv_fused && can_fuse_norm(state, n_token, w.attn_norm, {&m.wq, &m.wk, &m.wv});
-        if (!attn_norm_fused) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
-        if (qkv_fused) {
+        const FoldedNorm *attn_norm = folded ? &folded_norm : nullptr;
+        if (!folded) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
+        if (HP_CUDA_GEMV_FUSE && use_gemv(n_token) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
             // q, k and v read the same input: one launch (their biases are added by the head kernel).
             hp_cuda_gemv::Params p;
-            set_input(state, p, a.h, attn_norm_fused ? &attn_norm : nullptr);
+            set_input(state, p, a.h, attn_norm);
             p.n_in = m.wq.n_in;
             p.n_token = n_token;
             p.n_segment = 3;
@@ -479,31 +480,38 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             p.segment[2] = gemv_segment(m.wv, a.v);
             hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
         } else {
-            ok = project(state, m.wq, a.h, a.q, n_token, false) && project(state, m.wk, a.h, a.k, n_token, false) &&
-                 project(state, m.wv, a.h, a.v, n_token, false);
+            ok = project(state, m.wq, a.h, a.q, n_token, false, nullptr, attn_norm) &&
+                 project(state, m.wk, a.h, a.k, n_token, false, nullptr, attn_norm) &&
+                 project(state, m.wv, a.h, a.v, n_token, false, nullptr, attn_norm);
         }
         switch (model.kv->dtype) {
             case HP_DTYPE_F32: launch_attention<HP_DTYPE_F32>(state, *batch, layer, n_split); break;
             case HP_DTYPE_F16: launch_attention<HP_DTYPE_F16>(state, *batch, layer, n_split); break;
             case HP_DTYPE_BF16: launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split); break;
         }
-        ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo);
-
-        const FusedNorm ffn_norm{&w.ffn_norm};
-        const bool ffn_norm_fused = !w.is_moe && HP_CUDA_GEMV_FUSE && can_fuse_norm(state, n_token, w.ffn_norm, {&m.w_gate, &m.w_up});
-        if (!ffn_norm_fused) rms_norm(state, w.ffn_norm, nullptr, n_token, a.h);
+        // o_proj folds the FFN norm when gate/up are GEMVs (MoE layers norm for the router and experts).
+        folded = fold && !w.is_moe;
+        ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr);
+        if (!folded) rms_norm(state, w.ffn_norm, nullptr, n_token, a.h);
         if (w.is_moe) {
             ok = ok && moe(state, layer, n_token, out->expert_counts);
             continue;
         }
-        ok = ok && gate_up(state, m.w_gate, m.w_up, &w.b_gate, &w.b_up, a.h, n_token, a.act, ffn_norm_fused ? &ffn_norm : nullptr);
-        ok = ok && project(state, m.w_down, a.act, a.x, n_token, true, &w.b_down);
+        ok = ok && gate_up(state, m.w_gate, m.w_up, &w.b_gate, &w.b_up, a.h, n_token, a.act, folded ? &folded_norm : nullptr);
+        // down_proj folds the next layer's attention norm, or the output norm.
+        const hp_tensor *next_norm = layer + 1 < c.n_layer ? &model.layers[layer + 1].attn_norm
+                                     : batch->n_logit_row > 0 ? &model.output_norm : nullptr;
+        folded = fold && next_norm;
+        ok = ok && project(state, m.w_down, a.act, a.x, n_token, true, &w.b_down, nullptr, folded ? next_norm : nullptr);
     }
     if (batch->n_logit_row > 0) {
-        const FusedNorm output_norm{&model.output_norm, batch->logit_rows};
-        const bool fused = can_fuse_norm(state, batch->n_logit_row, model.output_norm, {&state.lm_head});
-        if (!fused) rms_norm(state, model.output_norm, batch->logit_rows, batch->n_logit_row, a.h);
-        ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false, nullptr, fused ? &output_norm : nullptr);
+        const FoldedNorm logit_norm{batch->logit_rows};
+        if (folded) {  // a.h holds every token's row: the lm_head reads the logit rows of it
+            ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false, nullptr, &logit_norm);
+        } else {
+            rms_norm(state, model.output_norm, batch->logit_rows, batch->n_logit_row, a.h);
+            ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false);
+        }
     }
     if (const cudaError_t code = cudaGetLastError(); code != cudaSuccess) {
         log_message(state, HP_LOG_ERROR, "kernel launch", cudaGetErrorString(code));

@@ -18,13 +18,13 @@
 // Any n_in works: rows whose length is not a multiple of 8 (or unaligned operands) take a path with
 // element loads. Launch shapes depend on n_token and the matrix shapes only (graph-capturable).
 //
-// RMSNorm on the input side (Params::x_f32, knob gemv_norm): the activations are then the float32
-// residual rows (row x_rows[t] for token t when given) and y = (W (x * norm_w)) / rms(x), with
-// rms(x) = sqrt(mean(x^2) + eps): each lane builds its bf16 operand as bf16(x * norm_w) and sums
-// x^2 over the same chunks, those sums go through the same fixed-order warp/cluster reduction as
-// the products (every input chunk of a token is loaded by exactly one lane), and the epilogue
-// scales by 1/rms before the bias. So no separate norm kernel and no bf16 copy of the normed rows;
-// the rounding differs from norm-then-GEMV only in where the bf16 rounding happens.
+// RMSNorm folded into the GEMVs on both sides of the residual (knob gemv_norm), so a dense decode
+// step needs no norm kernel after its first: the accumulate epilogue (o_proj, down_proj), which
+// writes the new residual x, also writes the next projection's operand h = bf16(x * norm_w) and,
+// per 16-row tile, the sum of x^2 over the tile's rows (Params::norm_out); the next GEMV reads h as
+// its input and scales its result by 1/rms(x) = (sum of those partial sums / n_in + eps)^-1/2
+// before the bias (Params::x_sum_sq), summing the partials in a fixed order. Same math as
+// norm-then-project, except that the bf16 rounding comes before the 1/rms scale.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -60,13 +60,21 @@ struct Segment {
     void *y = nullptr;                  // f32 [n_token][n_out]; kSiluMul: bf16 [n_token][n_out]
 };
 
+// kAccumulate's optional second output: the next RMSNorm's input, as described at the top.
+struct NormOut {
+    __nv_bfloat16 *h = nullptr;   // bf16 [n_token][n_out]: bf16(y * w)
+    const void *w = nullptr;      // [n_out] RMSNorm weight, w_dtype
+    hp_dtype w_dtype = HP_DTYPE_F32;
+    float *sum_sq = nullptr;      // f32 [n_token][ceil(n_out / 16)]: sum of y^2 over each 16-row tile
+};
+
 struct Params {
-    const __nv_bfloat16 *x = nullptr;   // bf16 [n_token][n_in] (unless x_f32)
-    const float *x_f32 = nullptr;       // with RMSNorm: f32 [*][n_in] residual rows (n_in % 8 == 0, 16-byte aligned)
-    const int32_t *x_rows = nullptr;    // optional with x_f32: token t reads row x_rows[t] (device)
-    const void *norm_w = nullptr;       // with x_f32: [n_in] RMSNorm weight, norm_dtype, 16-byte aligned
-    hp_dtype norm_dtype = HP_DTYPE_F32;
+    const __nv_bfloat16 *x = nullptr;   // bf16 [n_token][n_in] (rows x_rows[t] when given)
+    const int32_t *x_rows = nullptr;    // optional (device, a batch array): token t reads input row x_rows[t]
+    const float *x_sum_sq = nullptr;    // optional: f32 [*][n_sum_sq] partial sums of x^2 per input row; then
+    int n_sum_sq = 0;                   //   y = (W x) / sqrt(sum / n_in + norm_eps) (+ bias)
     float norm_eps = 0.0f;
+    NormOut norm_out;                   // kAccumulate, single segment only
     int n_in = 0, n_token = 0, n_segment = 0;
     Segment segment[kMaxSegments];
 };
@@ -107,40 +115,6 @@ __device__ inline uint4 load_chunk(const __nv_bfloat16 *row, int c, int n) {
         }
         return make_uint4(word[0], word[1], word[2], word[3]);
     }
-}
-
-// Eight consecutive RMSNorm weights [8c, 8c + 8) as float (16-byte aligned rows).
-__device__ inline void load_norm8(hp_dtype dtype, const void *w, int c, float out[8]) {
-    if (dtype == HP_DTYPE_F32) {
-        const float4 a = __ldg(reinterpret_cast<const float4 *>(w) + 2 * c), b = __ldg(reinterpret_cast<const float4 *>(w) + 2 * c + 1);
-        out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-        return;
-    }
-    const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(w) + c);
-    const uint32_t word[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        if (dtype == HP_DTYPE_BF16) {
-            out[2 * j] = __uint_as_float(word[j] << 16);
-            out[2 * j + 1] = __uint_as_float(word[j] & 0xffff0000u);
-        } else {
-            const float2 pair = __half22float2(*reinterpret_cast<const __half2 *>(&word[j]));
-            out[2 * j] = pair.x;
-            out[2 * j + 1] = pair.y;
-        }
-    }
-}
-
-// The B operand of the normed path: bf16(x[8c + j] * norm_w[8c + j]) for j < 8, and sum_sq += x^2.
-__device__ inline uint4 load_normed_chunk(const float *row, const float norm8[8], int c, float &sum_sq) {
-    const float4 a = reinterpret_cast<const float4 *>(row)[2 * c], b = reinterpret_cast<const float4 *>(row)[2 * c + 1];
-    sum_sq += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-    auto pack = [](float lo, float hi) {
-        const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<const uint32_t *>(&pair);
-    };
-    return make_uint4(pack(a.x * norm8[0], a.y * norm8[1]), pack(a.z * norm8[2], a.w * norm8[3]), pack(b.x * norm8[4], b.y * norm8[5]),
-                      pack(b.z * norm8[6], b.w * norm8[7]));
 }
 
 // Programmatic dependent launch (sm_90+; no-ops elsewhere and when not launched as dependent).
@@ -190,16 +164,15 @@ __device__ inline void mma_16816(float c[4], uint32_t a0, uint32_t a1, uint32_t 
 // lanes hold them (a sum does not care), so the weights go from one 16-byte load straight into the
 // tensor cores. NB tiles of 8 tokens share every weight load. Partial sums: warps in a block through
 // shared memory, blocks of the cluster through distributed shared memory, both in a fixed order.
-// NORM: the input is RMSNorm(x_f32) (see the top of the file; VEC only).
+// NORM: the result is scaled by 1/rms from x_sum_sq (see the top of the file).
 template <int NB, int EPI, bool VEC, bool NORM>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
     constexpr int M = EPI == kSiluMul ? 2 : 1;
     constexpr int NT = NB * 8, kStride = kTileRows + 1;  // reduce_s row stride, padded against bank conflicts
-    static_assert(VEC || !NORM, "the normed input path loads 16-byte chunks");
+    constexpr int kTokensPerWarp = (NT + kWarps - 1) / kWarps;
     __shared__ float reduce_s[kWarps][NT * kStride];
     __shared__ float block_sum_s[M][kTileRows * NT];     // this block's partial, read by the cluster's first block
-    __shared__ float sum_sq_s[NORM ? kWarps : 1][NT];    // NORM: each warp's sum of x^2 per token
-    __shared__ float block_sum_sq_s[NT];                 // NORM: this block's, read by the cluster's first block
+    __shared__ float inv_rms_s[NORM ? NT : 1];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
     const int n_split = gridDim.x * kWarps, split = blockIdx.x * kWarps + warp;  // the warp's share of the inputs
     Segment seg = p.segment[0];
@@ -217,14 +190,26 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
         if constexpr (M == 2) w_row[M - 1][h] = seg.w2 + row * n_in;
     }
     const __nv_bfloat16 *x_row[NB];
-    const float *xf_row[NB];
-    float sum_sq[NB];
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) {
-        x_row[nb] = nb * 8 + g < n_t ? p.x + int64_t(t0 + nb * 8 + g) * n_in : nullptr;
-        xf_row[nb] = nullptr;
-        sum_sq[nb] = 0.0f;
+        const int t = t0 + nb * 8 + g;
+        x_row[nb] = nb * 8 + g < n_t ? p.x + int64_t(p.x_rows ? p.x_rows[t] : t) * n_in : nullptr;
     }
+    // NORM, the cluster's first block: this lane's share of the partial sums of x^2 of the warp's
+    // tokens warp, warp + kWarps, ... (loaded right after the wait, reduced after the main loop).
+    float sum_sq[NORM ? kTokensPerWarp : 1] = {};
+    auto load_sum_sq = [&] {
+        if constexpr (NORM) {
+            if (blockIdx.x != 0) return;
+#pragma unroll
+            for (int j = 0; j < kTokensPerWarp; ++j) {
+                const int tt = warp + j * kWarps;
+                if (tt >= n_t) break;
+                const float *part = p.x_sum_sq + int64_t(p.x_rows ? p.x_rows[t0 + tt] : t0 + tt) * p.n_sum_sq;
+                for (int i = lane; i < p.n_sum_sq; i += 32) sum_sq[j] += part[i];
+            }
+        }
+    };
 
     float acc[M][NB][4];
 #pragma unroll
@@ -249,30 +234,15 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
         if (!waited) {  // the activations (and a residual) are the previous kernel's output
             wait_for_previous_grid();
             waited = true;
-            if constexpr (NORM) {  // x_rows is a batch array, but read it here on one path for all
-#pragma unroll
-                for (int nb = 0; nb < NB; ++nb) {
-                    const int t = t0 + nb * 8 + g;
-                    if (nb * 8 + g < n_t) xf_row[nb] = p.x_f32 + int64_t(p.x_rows ? p.x_rows[t] : t) * n_in;
-                }
-            }
+            load_sum_sq();
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             if (s0 + u >= n_step) break;
             const int c = (s0 + u) * 4 + q;
-            float norm8[8];
-            if constexpr (NORM) {
-                if (c < n_chunk) load_norm8(p.norm_dtype, p.norm_w, c, norm8);
-            }
 #pragma unroll
             for (int nb = 0; nb < NB; ++nb) {
-                uint4 b = make_uint4(0, 0, 0, 0);
-                if constexpr (NORM) {
-                    if (xf_row[nb] && c < n_chunk) b = load_normed_chunk(xf_row[nb], norm8, c, sum_sq[nb]);
-                } else {
-                    if (x_row[nb] && c < n_chunk) b = load_chunk<VEC, false>(x_row[nb], c, n_in);
-                }
+                const uint4 b = x_row[nb] && c < n_chunk ? load_chunk<VEC, false>(x_row[nb], c, n_in) : make_uint4(0, 0, 0, 0);
 #pragma unroll
                 for (int m = 0; m < M; ++m) {
                     mma_16816(acc[m][nb], a[m][0][u].x, a[m][1][u].x, a[m][0][u].y, a[m][1][u].y, b.x, b.y);
@@ -281,26 +251,25 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
             }
         }
     }
-    if (!waited) wait_for_previous_grid();
+    if (!waited) {
+        wait_for_previous_grid();
+        load_sum_sq();
+    }
+    if constexpr (NORM) {
+        if (blockIdx.x == 0) {
+#pragma unroll
+            for (int j = 0; j < kTokensPerWarp; ++j) {
+                const int tt = warp + j * kWarps;
+                float total = sum_sq[j];
+                for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+                if (lane == 0 && tt < NT) inv_rms_s[tt] = rsqrtf(total / float(n_in) + p.norm_eps);
+            }
+        }
+    }
 
     // Sum the warps' partials in warp order, then the blocks' in cluster rank order; element
     // e = token * 16 + row (rows fastest: the stores of 16 consecutive rows coalesce).
     constexpr int kPerThread = (kTileRows * NT + kWarps * 32 - 1) / (kWarps * 32);
-    if constexpr (NORM) {  // x^2 of token nb * 8 + g: the 4 lanes q of g, then the warps in order
-#pragma unroll
-        for (int nb = 0; nb < NB; ++nb) {
-            float total = sum_sq[nb];
-            total += __shfl_xor_sync(0xffffffffu, total, 1);
-            total += __shfl_xor_sync(0xffffffffu, total, 2);
-            if (q == 0) sum_sq_s[warp][nb * 8 + g] = total;
-        }
-        __syncthreads();
-        for (int t = threadIdx.x; t < NT; t += kWarps * 32) {
-            float total = 0.0f;
-            for (int w = 0; w < kWarps; ++w) total += sum_sq_s[w][t];
-            block_sum_sq_s[t] = total;
-        }
-    }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -328,27 +297,31 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
 #pragma unroll
         for (int i = 0; i < kPerThread; ++i) {
             const int e = threadIdx.x + i * kWarps * 32, t = e / kTileRows, row = row0 + e % kTileRows;
-            if (e >= kTileRows * NT || t >= n_t || row >= seg.n_out) continue;
+            if (e >= kTileRows * NT) break;  // uniform per warp: kTileRows * NT is a multiple of 32
+            const bool active = t < n_t && row < seg.n_out;
             float sum[M];
 #pragma unroll
             for (int m = 0; m < M; ++m) {
                 sum[m] = block_sum_s[m][e];
                 for (unsigned rank = 1; rank < gridDim.x; ++rank) sum[m] += cluster.map_shared_rank(&block_sum_s[m][0], rank)[e];
-            }
-            if constexpr (NORM) {
-                float total = block_sum_sq_s[t];
-                for (unsigned rank = 1; rank < gridDim.x; ++rank) total += cluster.map_shared_rank(&block_sum_sq_s[0], rank)[t];
-                const float inv_rms = rsqrtf(total / float(n_in) + p.norm_eps);
-#pragma unroll
-                for (int m = 0; m < M; ++m) sum[m] *= inv_rms;
+                if constexpr (NORM) sum[m] *= inv_rms_s[t];
             }
             const int64_t at = int64_t(t0 + t) * seg.n_out + row;
-            const float value = sum[0] + load_bias(seg.bias_dtype, seg.bias, row);
+            const float value = active ? sum[0] + load_bias(seg.bias_dtype, seg.bias, row) : 0.0f;
             if constexpr (EPI == kStore) {
-                static_cast<float *>(seg.y)[at] = value;
+                if (active) static_cast<float *>(seg.y)[at] = value;
             } else if constexpr (EPI == kAccumulate) {
-                static_cast<float *>(seg.y)[at] += value;
-            } else {
+                const float x_new = active ? static_cast<float *>(seg.y)[at] + value : 0.0f;
+                if (active) static_cast<float *>(seg.y)[at] = x_new;
+                if (p.norm_out.h) {  // the next norm's operand, and the tile's x^2 of token t (16 consecutive threads)
+                    if (active) p.norm_out.h[at] = __float2bfloat16_rn(x_new * load_bias(p.norm_out.w_dtype, p.norm_out.w, row));
+                    float square = x_new * x_new;
+                    for (int offset = kTileRows / 2; offset > 0; offset /= 2) square += __shfl_xor_sync(0xffffffffu, square, offset);
+                    if (e % kTileRows == 0 && t < n_t) {
+                        p.norm_out.sum_sq[int64_t(t0 + t) * ((seg.n_out + kTileRows - 1) / kTileRows) + row0 / kTileRows] = square;
+                    }
+                }
+            } else if (active) {
                 const float up = sum[M - 1] + load_bias(seg.bias2_dtype, seg.bias2, row);
                 static_cast<__nv_bfloat16 *>(seg.y)[at] = __float2bfloat16_rn(value / (1.0f + __expf(-value)) * up);
             }
@@ -374,7 +347,8 @@ inline int cluster_size(int tiles, int n_in) {
 
 template <int NB, int EPI>
 void launch_tokens(const Params &p, dim3 grid, bool vec, cudaStream_t stream) {
-    void (*kernel)(Params) = p.x_f32 ? gemv_kernel<NB, EPI, true, true> : vec ? gemv_kernel<NB, EPI, true, false> : gemv_kernel<NB, EPI, false, false>;
+    void (*kernel)(Params) = p.x_sum_sq ? (vec ? gemv_kernel<NB, EPI, true, true> : gemv_kernel<NB, EPI, false, true>)
+                                        : (vec ? gemv_kernel<NB, EPI, true, false> : gemv_kernel<NB, EPI, false, false>);
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = dim3(kWarps * 32);
@@ -391,19 +365,13 @@ void launch_tokens(const Params &p, dim3 grid, bool vec, cudaStream_t stream) {
     cudaLaunchKernelEx(&config, kernel, p);
 }
 
-// Whether the RMSNorm can go into the GEMV's input (16-byte loads of the f32 rows and weights).
-inline bool norm_fusable(int n_in, const float *x_f32, const void *norm_w) {
-    return n_in % 8 == 0 && aligned16(x_f32) && aligned16(norm_w);
-}
-
 // Fills the segments' first_block, picks the token tiles per pass, the cluster size and the load
-// path, and launches on `stream`. EPI is the same for every segment. With x_f32 the caller has
-// checked norm_fusable() and every matrix must be 16-byte aligned.
+// path, and launches on `stream`. EPI is the same for every segment.
 template <int EPI>
 void launch(Params p, cudaStream_t stream) {
     if (p.n_token <= 0 || p.n_segment <= 0) return;
     int tiles = 0;
-    bool vec = p.n_in % 8 == 0 && (p.x_f32 ? norm_fusable(p.n_in, p.x_f32, p.norm_w) : aligned16(p.x));
+    bool vec = p.n_in % 8 == 0 && aligned16(p.x);
     for (int s = 0; s < p.n_segment; ++s) {
         p.segment[s].first_block = tiles;
         tiles += (p.segment[s].n_out + kTileRows - 1) / kTileRows;

@@ -26,11 +26,17 @@
 #ifndef HP_CUDA_ATTN_FD_UNROLL
 #define HP_CUDA_ATTN_FD_UNROLL 4
 #endif
+#ifndef HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS
+#define HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS 1
+#endif
+#ifndef HP_CUDA_ATTN_FD_MIN_BLOCKS
+#define HP_CUDA_ATTN_FD_MIN_BLOCKS 4
+#endif
 #ifndef HP_CUDA_ATTN_FD_TARGET_BLOCKS
 #define HP_CUDA_ATTN_FD_TARGET_BLOCKS 1024
 #endif
 #ifndef HP_CUDA_ATTN_FD_MIN_STEPS
-#define HP_CUDA_ATTN_FD_MIN_STEPS 1
+#define HP_CUDA_ATTN_FD_MIN_STEPS 2
 #endif
 #ifndef HP_CUDA_GEMM_ALGO
 #define HP_CUDA_GEMM_ALGO -1
@@ -73,6 +79,8 @@ static_assert(HP_CUDA_ATTN_SPLIT_TOKENS >= 1 && HP_CUDA_ATTN_MAX_SPLIT >= 1 && H
 static_assert(HP_CUDA_ATTN_KERNEL == 0 || HP_CUDA_ATTN_KERNEL == 1, "attn_kernel: 0 (split + reduce kernels) or 1 (flash decoding)");
 static_assert(HP_CUDA_ATTN_FD_WARPS >= 1 && HP_CUDA_ATTN_FD_WARPS <= 16, "attn_fd_warps: 1..16");
 static_assert(HP_CUDA_ATTN_FD_UNROLL >= 1 && HP_CUDA_ATTN_FD_UNROLL <= 8, "attn_fd_unroll: 1..8");
+static_assert(HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS >= 0, "attn_fd_prefetch_max_tokens: 0 (never) or more");
+static_assert(HP_CUDA_ATTN_FD_MIN_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_BLOCKS <= 16, "attn_fd_min_blocks: 1..16");
 static_assert(HP_CUDA_ATTN_FD_TARGET_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_STEPS >= 1, "attn_fd_target_blocks, attn_fd_min_steps: positive");
 static_assert(HP_CUDA_MOE_ROWS_PER_BLOCK >= 1 && HP_CUDA_MOE_ROWS_PER_BLOCK <= 32, "moe_rows_per_block: 1..32");
 static_assert(HP_CUDA_GEMV_MAX_TOKENS >= 0, "gemv_max_tokens: 0 (never) or more");
