@@ -1,11 +1,14 @@
 // The CUDA baseline forward pass: the starting point the tuning loop improves on.
 //
-// Residual stream in float32; every projection is one cuBLAS GEMM with bf16 weights and bf16
-// activations accumulating in float32 (o_proj and down_proj accumulate straight into the residual
-// with beta = 1); RMSNorm writes the bf16 GEMM input in one pass; bias + q/k norm + RoPE + KV write
-// are one kernel per head; attention is split-KV paged decode attention with GQA; MoE routes on the
-// device and runs routed-expert GEMVs through device tables of expert pointers, then one ordered,
-// deterministic weighted sum. f32/f16 checkpoints get bf16 copies of their matrices at create().
+// Residual stream in float32; projections take bf16 weights and bf16 activations and accumulate in
+// float32: the decode GEMV of gemv.cuh for steps of at most gemv_max_tokens tokens, else one cuBLAS
+// GEMM (o_proj and down_proj accumulate straight into the residual). RMSNorm is folded into the
+// decode GEMVs (the residual GEMV writes the next norm's operand and sums of x^2, the next GEMV
+// scales by 1/rms), else one kernel writes the bf16 GEMM input; bias + q/k norm + RoPE + KV write
+// are one kernel per head; attention is flash-decoding paged attention with GQA (attention.cuh; the
+// older split + reduce kernels for other shapes); MoE routes on the device and runs routed-expert
+// GEMVs through device tables of expert pointers, then one ordered, deterministic weighted sum.
+// f32/f16 checkpoints get bf16 copies of their matrices at create().
 //
 // CUDA-graph capturable for any batch: forward() enqueues work on hp_services.stream only, reads
 // no batch array on the host, never synchronizes and never allocates unless the step outgrows the
