@@ -134,6 +134,7 @@ private:
     Result<std::pair<std::string, bool>> enqueue(const std::string &agent, const agents::Proposal &proposal);
     tune::EvaluateOptions device_options() const;  // build flags and tolerances of the device
     tune::EvaluateOptions tier_options(bool slow_tier) const;
+    std::vector<tune::GreedyPrompt> replay_prompts() const;
     Status setup();
     Status restore_state();
     void agent_loop(size_t index);
@@ -589,11 +590,21 @@ tune::EvaluateOptions CampaignRun::device_options() const {
     return eval;
 }
 
+// The slow tier's greedy decode starts from one of the traffic's sampled requests.
+std::vector<tune::GreedyPrompt> CampaignRun::replay_prompts() const {
+    std::vector<tune::GreedyPrompt> prompts;
+    for (const traffic::Request &request : traffic_.slow.requests) {
+        if (request.input_tokens > 0) prompts.push_back({int(request.input_tokens), request.token_ids});
+    }
+    return prompts;
+}
+
 tune::EvaluateOptions CampaignRun::tier_options(bool slow_tier) const {
     tune::EvaluateOptions eval = device_options();
     eval.shapes = slow_tier ? traffic_.slow_shapes : traffic_.fast_shapes;
     eval.n_case = slow_tier ? options_.slow_cases : options_.fast_cases;
     eval.greedy_steps = slow_tier ? 16 : 8;
+    if (slow_tier) eval.greedy_prompts = replay_prompts();
     eval.runner.target_seconds = slow_tier ? options_.slow_seconds_per_shape : options_.fast_seconds_per_shape;
     eval.runner.min_rep = slow_tier ? 15 : 10;
     eval.runner.max_seconds = slow_tier ? 40 : 20;  // long prefill steps on a CPU: at least 6 pairs, then stop
@@ -691,6 +702,7 @@ void CampaignRun::final_check() {
     eval.shapes = traffic_.slow_shapes;
     eval.n_case = options_.slow_cases;
     eval.greedy_steps = 16;
+    eval.greedy_prompts = replay_prompts();
     eval.runner.target_seconds = options_.slow_seconds_per_shape * 1.5;
     eval.runner.min_rep = 20;
     eval.runner.max_seconds = 90;

@@ -474,25 +474,17 @@ std::vector<int> top_k(const float *logits, int n_vocab, int k) {
     return order;
 }
 
-// Greedy decode of `steps` tokens by one plugin, recording each step's top-5.
+// What one plugin's greedy decode produced.
 struct GreedyTrace {
     std::vector<int32_t> tokens;
     std::vector<std::vector<int>> top5;
     std::string error;
 };
 
-GreedyTrace greedy(ExecutorState &state, ForwardPlugin &plugin, const std::vector<int32_t> &prompt, int steps, BatchBuilder &builder) {
+// Greedy decode of `steps` tokens by one plugin from `sequence` (its history already in its
+// blocks, which have room for the steps; its tokens the first step's), recording each step's top-5.
+GreedyTrace greedy(ExecutorState &state, ForwardPlugin &plugin, std::vector<TrialSequence> sequence, int steps, BatchBuilder &builder) {
     GreedyTrace trace;
-    std::vector<TrialSequence> sequence(1);
-    sequence[0].tokens = prompt;
-    TrialSequence capacity;
-    capacity.tokens.resize(prompt.size() + size_t(steps));
-    std::vector<TrialSequence> reserve = {capacity};
-    if (!allocate_blocks(state, reserve)) {
-        trace.error = "KV cache too small for the greedy check";
-        return trace;
-    }
-    sequence[0].blocks = reserve[0].blocks;
     for (int step = 0; step < steps; ++step) {
         const CallReport report = call_plugin(state, plugin, sequence, builder);
         if (!report.error.empty()) {
@@ -506,18 +498,73 @@ GreedyTrace greedy(ExecutorState &state, ForwardPlugin &plugin, const std::vecto
         sequence[0].history.insert(sequence[0].history.end(), sequence[0].tokens.begin(), sequence[0].tokens.end());
         sequence[0].tokens = {best[0]};
     }
-    release_blocks(state, reserve);
     return trace;
 }
 
-json verify_greedy(ExecutorState &state, ForwardPlugin &target, std::mt19937_64 &rng, int steps, BatchBuilder &builder) {
-    std::vector<int32_t> prompt(static_cast<size_t>(4 + rng() % 13));
-    for (auto &token : prompt) token = int32_t(rng() % uint64_t(state.n_vocab()));
+// A prompt longer than this is started from a history the incumbent writes (all but its last
+// kGreedyFirstChunk tokens), so each side prefills only that last chunk, then decodes.
+constexpr size_t kGreedyRealPrompt = 32, kGreedyFirstChunk = 8;
+constexpr int kGreedyMaxPrompt = 1024;  // a sampled request's prompt is cut to this
+
+// The prompt: one of the traffic's sampled requests when the campaign gives them (`prompts`:
+// [{"length", "tokens"?}], ids random where the trace has none), else 4-16 random tokens.
+json verify_greedy(ExecutorState &state, ForwardPlugin &target, std::mt19937_64 &rng, int steps, const json &prompts, BatchBuilder &builder) {
+    std::vector<int32_t> prompt;
+    json result = {{"steps", steps}};
+    if (prompts.is_array() && !prompts.empty()) {
+        const json &request = prompts[size_t(rng() % prompts.size())];
+        const int max_position = state.model.config.max_position > 0 ? state.model.config.max_position - steps : kGreedyMaxPrompt;
+        const int length = std::clamp(request.value("length", 1), 1, std::max(1, std::min(kGreedyMaxPrompt, max_position)));
+        const std::vector<int32_t> ids = request.value("tokens", std::vector<int32_t>());
+        for (int i = 0; i < length; ++i) {
+            const bool known = size_t(i) < ids.size() && ids[size_t(i)] >= 0 && ids[size_t(i)] < state.n_vocab();
+            prompt.push_back(known ? ids[size_t(i)] : int32_t(rng() % uint64_t(state.n_vocab())));
+        }
+        result["request_prompt_tokens"] = request.value("length", 1);
+        result["request_token_ids"] = !ids.empty();
+    } else {
+        prompt.resize(static_cast<size_t>(4 + rng() % 13));
+        for (auto &token : prompt) token = int32_t(rng() % uint64_t(state.n_vocab()));
+    }
+    result["prompt_tokens"] = prompt.size();
+    // Two copies of the same start: KV for the history (if any) written once, then copied.
+    std::vector<TrialSequence> sides(2);
+    const size_t n_history = prompt.size() > kGreedyRealPrompt ? prompt.size() - kGreedyFirstChunk : 0;
+    sides[0].history.assign(prompt.begin(), prompt.begin() + std::ptrdiff_t(n_history));
+    sides[0].tokens.assign(prompt.begin() + std::ptrdiff_t(n_history), prompt.end());
+    sides[1] = sides[0];
+    std::vector<TrialSequence> capacity(2);
+    for (TrialSequence &c : capacity) c.tokens.resize(prompt.size() + size_t(steps));
+    if (!allocate_blocks(state, capacity)) {
+        result["ok"] = false;
+        result["error"] = "KV cache too small for the greedy check";
+        return result;
+    }
+    sides[0].blocks = capacity[0].blocks;
+    sides[1].blocks = capacity[1].blocks;
+    if (n_history > 0) {
+        TrialSequence history_step;
+        history_step.tokens = sides[0].history;
+        history_step.blocks = sides[0].blocks;
+        BatchBuilder history_builder;
+        const CallReport written = call_plugin(state, *state.incumbent, {history_step}, history_builder);
+        if (!written.error.empty()) {
+            release_blocks(state, capacity);
+            result["ok"] = false;
+            result["error"] = "the incumbent failed writing the prompt's history: " + written.error;
+            return result;
+        }
+        copy_blocks(state, sides[0].blocks, sides[1].blocks);
+        result["history_tokens"] = n_history;
+    }
     BatchBuilder reference_builder;
-    const GreedyTrace expected = greedy(state, *state.reference, prompt, steps, reference_builder);
-    const GreedyTrace actual = greedy(state, target, prompt, steps, builder);
-    json result = {{"prompt_tokens", prompt.size()}, {"steps", steps}, {"reference", expected.tokens}, {"candidate", actual.tokens}};
+    const GreedyTrace expected = greedy(state, *state.reference, {sides[0]}, steps, reference_builder);
+    const GreedyTrace actual = greedy(state, target, {sides[1]}, steps, builder);
+    release_blocks(state, capacity);
+    result["reference"] = expected.tokens;
+    result["candidate"] = actual.tokens;
     if (!actual.error.empty()) result["plugin_error"] = actual.error;
+    if (!expected.error.empty()) result["error"] = "the reference failed in the greedy check: " + expected.error;
     result["ok"] = actual.error.empty() && expected.error.empty();
     for (size_t i = 0; i < expected.tokens.size() && i < actual.tokens.size(); ++i) {
         if (expected.tokens[i] == actual.tokens[i]) continue;
@@ -575,7 +622,7 @@ json run_verify(ExecutorState &state, ForwardPlugin &target, const json &params)
     for (int i = 0; i < n_case; ++i) {
         result["cases"].push_back(verify_case(state, target, random_case(rng, state.n_vocab(), i % 3, limits), builder, rng, reference_tokens));
     }
-    if (greedy_steps > 0) result["greedy"] = verify_greedy(state, target, rng, greedy_steps, builder);
+    if (greedy_steps > 0) result["greedy"] = verify_greedy(state, target, rng, greedy_steps, params.value("greedy_prompts", json::array()), builder);
     result["resident_growth_bytes"] = int64_t(resident_bytes()) - int64_t(resident_before);
     result["private_bytes"] = target.private_bytes();
     return result;

@@ -158,6 +158,12 @@ Evaluation evaluate_candidate(Supervisor &supervisor, const Candidate &candidate
     verify_params["seed"] = seed;
     verify_params["n_case"] = options.n_case;
     verify_params["greedy_steps"] = options.greedy_steps;
+    verify_params["greedy_prompts"] = json::array();
+    for (const GreedyPrompt &prompt : options.greedy_prompts) {
+        json item = {{"length", prompt.length}};
+        if (!prompt.tokens.empty()) item["tokens"] = prompt.tokens;
+        verify_params["greedy_prompts"].push_back(std::move(item));
+    }
     verify_params["max_seq"] = options.max_seq;
     verify_params["max_history"] = options.max_history;
     verify_params["max_chunk"] = options.max_chunk;

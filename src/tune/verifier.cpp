@@ -65,6 +65,7 @@ Verdict judge_verification(const nlohmann::json &result, const Tolerance &tolera
     }
     if (result.contains("greedy")) {
         const auto &greedy = result["greedy"];
+        if (greedy.contains("error")) return {"infrastructure", greedy["error"].get<std::string>()};
         if (!greedy.value("ok", false)) {
             return {"greedy_divergence",
                     greedy.contains("plugin_error")

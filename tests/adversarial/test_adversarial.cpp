@@ -171,6 +171,28 @@ TEST_F(Adversarial, WrongOnlyWhereTheReferenceDoesNotSample) {
     EXPECT_TRUE(honest_sampled.verdict.correct()) << honest_sampled.verdict.code << ": " << honest_sampled.verdict.reason;
 }
 
+// The slow tier's greedy check starts from one of the traffic's sampled requests: a long prompt's
+// history is written by the incumbent, each side prefills its last 8 tokens and decodes.
+TEST_F(Adversarial, GreedyCheckReplaysATrafficRequest) {
+    EvaluateOptions replay = options(false);
+    replay.greedy_prompts = {GreedyPrompt{200, {}}};
+    const Evaluation honest_replay = evaluate_candidate(*fast_, honest(), replay);
+    ASSERT_TRUE(honest_replay.verdict.correct()) << honest_replay.verdict.code << ": " << honest_replay.verdict.reason;
+    const nlohmann::json &greedy = honest_replay.verification.at("greedy");
+    EXPECT_EQ(greedy.at("prompt_tokens").get<int>(), 200) << greedy.dump();
+    EXPECT_EQ(greedy.at("history_tokens").get<int>(), 192) << greedy.dump();
+    EXPECT_EQ(greedy.at("reference").size(), size_t(replay.greedy_steps));
+
+    // Token ids from the trace are used as given; a request longer than the model's context is cut.
+    replay.greedy_prompts = {GreedyPrompt{5000, {7, 8, 9}}};
+    const Evaluation cut = evaluate_candidate(*fast_, honest(), replay);
+    ASSERT_TRUE(cut.verdict.correct()) << cut.verdict.code << ": " << cut.verdict.reason;
+    EXPECT_EQ(cut.verification.at("greedy").at("request_prompt_tokens").get<int>(), 5000);
+    EXPECT_LE(cut.verification.at("greedy").at("prompt_tokens").get<int>(), 1024);
+    EXPECT_TRUE(cut.verification.at("greedy").at("request_token_ids").get<bool>());
+
+}
+
 TEST_F(Adversarial, ExecutorIsRecycledAfterMaxLoads) {
     ASSERT_TRUE(fast_->ensure_started().ok());
     const int starts = fast_->n_start();

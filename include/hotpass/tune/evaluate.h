@@ -14,6 +14,13 @@
 
 namespace hp::tune {
 
+// A prompt for the greedy-decode check: one of the traffic's sampled requests (its length, and
+// its token ids where the trace has them).
+struct GreedyPrompt {
+    int length = 0;
+    std::vector<int32_t> tokens;  // empty: random ids
+};
+
 struct EvaluateOptions {
     BuildOptions build;
     Tolerance tolerance;
@@ -21,6 +28,7 @@ struct EvaluateOptions {
     std::vector<Shape> shapes;
     int n_case = 12;            // random verification batches
     int greedy_steps = 8;
+    std::vector<GreedyPrompt> greedy_prompts;  // empty: a short random prompt
     int max_seq = 5, max_history = 70, max_chunk = 37;  // bounds on random verification batches
     // Step tokens the plain reference runs per verification batch; a larger batch is checked whole
     // against the verified incumbent and on a random sample of this many tokens against the
