@@ -3,6 +3,8 @@
 // result can be cached. This file only collects samples; tune/runner does the statistics.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "executor_state.h"
 #include "hotpass/core/clock.h"
 
@@ -198,7 +200,19 @@ json run_measure(ExecutorState &state, const json &params) {
         std::string failure;
         for (int rep = -warmup; rep < max_rep && failure.empty(); ++rep) {
             if (rep >= min_rep && now_seconds() - start >= target_seconds) break;
-            if (max_seconds > 0 && rep >= min_rep_capped && now_seconds() - start >= max_seconds) break;
+            if (max_seconds > 0) {
+                const double elapsed = now_seconds() - start;
+                // Multi-second steps: one warm-up pair is enough.
+                if (rep < 0 && rep > -warmup && elapsed >= max_seconds / 4) rep = 0;
+                if (rep >= min_rep_capped && elapsed >= max_seconds) break;
+                // A candidate clearly slower (its fastest call 1.5x the incumbent's slowest, three
+                // times) is not going to be faster: the shape stops there.
+                if (rep >= 3 && elapsed >= max_seconds / 4 &&
+                    *std::min_element(candidate_ms.begin(), candidate_ms.end()) > 1.5 * *std::max_element(incumbent_ms.begin(), incumbent_ms.end())) {
+                    samples["stopped_early"] = "the candidate was clearly slower";
+                    break;
+                }
+            }
             for (int turn = 0; turn < 2; ++turn) {
                 const bool candidate_turn = (turn == 0) == (rep % 2 == 0);
                 ForwardPlugin &plugin = candidate_turn ? *state.candidate : *state.incumbent;

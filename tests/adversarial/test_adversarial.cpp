@@ -96,6 +96,25 @@ TEST_F(Adversarial, Segfault) { expect_verdict("segfault", "crash"); }
 TEST_F(Adversarial, Abort) { expect_verdict("abort", "crash"); }
 TEST_F(Adversarial, InfiniteLoop) { expect_verdict("infinite_loop", "hang", false, /*deadline=*/10); }
 TEST_F(Adversarial, VerySlow) { expect_verdict("very_slow", "too_slow", /*measure=*/true); }
+// Under a time cap a shape where the candidate is clearly slower stops after three pairs.
+TEST_F(Adversarial, VerySlowStopsEarlyUnderATimeCap) {
+    EvaluateOptions capped = options(true);
+    capped.runner.max_seconds = 0.4;
+    const Evaluation evaluation =
+        evaluate_candidate(*fast_, make_candidate("very_slow", fs::path(HOTPASS_ADVERSARIAL_DIR) / "very_slow.cpp"), capped);
+    EXPECT_EQ(evaluation.verdict.code, "too_slow") << evaluation.verdict.reason;
+    ASSERT_TRUE(evaluation.measurement.has_value());
+    // very_slow sleeps 100 ms a call: 30x+ a tiny-llama decode step, ~1.5x a 64-token prefill
+    // (not "clearly" slower there, so that shape runs its pairs).
+    const auto &raw = evaluation.measurement->raw.at("shapes");
+    int stopped = 0;
+    for (size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i].value("stopped_early", "") != "the candidate was clearly slower") continue;
+        ++stopped;
+        EXPECT_EQ(evaluation.measurement->shapes[i].n_sample, 3) << evaluation.measurement->shapes[i].name;
+    }
+    EXPECT_GE(stopped, 2) << raw.dump();
+}
 TEST_F(Adversarial, WritesWeights) { expect_verdict("writes_weights", "wrote_weights"); }
 TEST_F(Adversarial, WritesOutsideOutputs) { expect_verdict("writes_outside_outputs", "wrote_outside_outputs"); }
 TEST_F(Adversarial, LeavesOutputsUnwritten) { expect_verdict("unwritten_output", "unwritten_output"); }
