@@ -4,7 +4,9 @@
 // partial last 16-token block, a full one), several tokens of one sequence at consecutive
 // positions (as in a prefill), batch sizes 1, 3, 8, 33 and 64, GQA groups 1, 2, 3, 4 and 8, d_head
 // 32, 64 and 128, both load schedules (PREFETCH or not), and split counts 1 (no partials), the
-// plugin's choice, 7 and 64 (more splits than steps: empty splits). Cache rows that no sequence
+// plugin's choice, 7 and 64 (more splits than steps: empty splits); each for both kernels, the
+// CUDA-core one and the tensor-core one (attention_mma.cuh, d_head 64 and 128), and paged blocks of
+// 16 and 8 tokens (warp steps across blocks). Cache rows that no sequence
 // holds are NaN. Outputs are poisoned first; a second run must give the same bits (fixed reduction
 // order whatever block finishes last) and proves the split counters were reset. Built with the
 // plugin's knob values.
@@ -21,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "../../forward/cuda/baseline/attention.cuh"
+#include "../../forward/cuda/baseline/attention_mma.cuh"
 
 namespace {
 
@@ -72,17 +74,33 @@ struct Case {
     int n_split = 0;  // 0: decode_attention_splits()
     int max_length = 1024;
     bool prefetch = false;  // the kernel's PREFETCH variant
+    bool mma = false;       // decode_attention_mma_kernel (attention_mma.cuh; d_head 32 runs the other)
+    int block_tokens = 16;  // 8: warp steps of 16 positions span paged blocks
 };
 
 std::string describe(const Case &c) {
     return "n_token " + std::to_string(c.n_token) + ", heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
            ", d_head " + std::to_string(c.d_head) + ", kv " + (c.kv_dtype == HP_DTYPE_BF16 ? "bf16" : "f16") + ", n_split " +
-           std::to_string(c.n_split) + (c.prefetch ? ", prefetch" : "");
+           std::to_string(c.n_split) + (c.prefetch ? ", prefetch" : "") + (c.mma ? ", mma" : "") + ", block_tokens " +
+           std::to_string(c.block_tokens);
 }
 
 template <int D, int G, bool PREFETCH>
-void launch_variant(hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
-            const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
+void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
+                    const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
+                    __nv_bfloat16 *out) {
+    if constexpr (D >= 64) {
+        if (mma && kv == HP_DTYPE_BF16) {
+            base::decode_attention_mma_kernel<HP_DTYPE_BF16, D, G, PREFETCH>
+                <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+            return;
+        }
+        if (mma) {
+            base::decode_attention_mma_kernel<HP_DTYPE_F16, D, G, PREFETCH>
+                <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+            return;
+        }
+    }
     if (kv == HP_DTYPE_BF16) {
         base::decode_attention_kernel<HP_DTYPE_BF16, D, G, PREFETCH>
             <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
@@ -93,17 +111,17 @@ void launch_variant(hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p
 }
 
 template <int D, int G>
-void launch(bool prefetch, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
+void launch(bool prefetch, bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
             const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
             __nv_bfloat16 *out) {
-    if (prefetch) launch_variant<D, G, true>(kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
-    else launch_variant<D, G, false>(kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    if (prefetch) launch_variant<D, G, true>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    else launch_variant<D, G, false>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
 }
 
 void run_case(const Case &c, uint32_t seed) {
     SCOPED_TRACE(describe(c));
     std::mt19937 rng(seed);
-    const int block_tokens = 16, d = c.d_head, group = c.n_head / c.n_head_kv;
+    const int block_tokens = c.block_tokens, d = c.d_head, group = c.n_head / c.n_head_kv;
     // Sequences: most tokens alone in their sequence; every fifth token shares the previous one's
     // sequence at the next position (a prefill's layout).
     std::vector<int32_t> token_seq(size_t(c.n_token)), positions(size_t(c.n_token));
@@ -161,7 +179,8 @@ void run_case(const Case &c, uint32_t seed) {
     std::vector<float> q(size_t(c.n_token) * c.n_head * d);
     for (float &value : q) value = 2.0f * normal(rng);  // peaked softmaxes as well as flat ones
 
-    base::DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / std::sqrt(float(d)), block_tokens, 4, max_blocks, 1};
+    base::DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / std::sqrt(float(d)), block_tokens,
+                                    block_tokens == 16 ? 4 : -1, max_blocks, 1};
     const int capacity_split = 64;
     p.n_split = c.n_split > 0 ? c.n_split : base::decode_attention_splits(c.n_token, c.n_head_kv, d, max_blocks * block_tokens, capacity_split);
     float *q_d = upload(q);
@@ -175,12 +194,12 @@ void run_case(const Case &c, uint32_t seed) {
     ASSERT_TRUE(q_d && positions_d && token_seq_d && tables_d && k_d && v_d && counters_d && out_d);
     const dim3 grid(c.n_head_kv, c.n_token, p.n_split);
     auto run = [&] {
-        if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (d == 32) launch<32, 8>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (d == 64 && group <= 4) launch<64, 4>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (d == 64) launch<64, 8>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (group <= 4) launch<128, 4>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else launch<128, 8>(c.prefetch, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (d == 32) launch<32, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (d == 64 && group <= 4) launch<64, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (d == 64) launch<64, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else if (group <= 4) launch<128, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        else launch<128, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
     };
     run();
     CHECK_CUDA(cudaGetLastError());
@@ -273,6 +292,61 @@ TEST(CudaDecodeAttention, GroupsAndHeadDimsMatchHostMath) {
     run_case({7, 4, 2, 32, HP_DTYPE_BF16, 0, 150}, seed++);  // d_head 32 (the tiny presets)
     run_case({4, 16, 2, 32, HP_DTYPE_BF16, 3, 100, true}, seed++);
     run_case({6, 32, 4, 128, HP_DTYPE_BF16, 9, 400, true}, seed++);
+}
+
+// The tensor-core kernel over the same cases.
+TEST(CudaDecodeAttentionMma, Llama1bShapeMatchesHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_token : {1, 3, 8, 33, 64}) {
+        for (bool prefetch : {false, true}) {
+            Case c{n_token, 32, 8, 64};
+            c.prefetch = prefetch;
+            c.mma = true;
+            run_case(c, seed++);
+        }
+    }
+}
+
+TEST(CudaDecodeAttentionMma, SplitCountsAndBlocksMatchHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_split : {1, 7, 64}) {
+        Case c{3, 32, 8, 64, HP_DTYPE_BF16, n_split};
+        c.mma = true;
+        run_case(c, seed++);
+        c = {33, 32, 8, 64, HP_DTYPE_BF16, n_split, 300};
+        c.mma = true;
+        run_case(c, seed++);
+    }
+    for (bool mma : {false, true}) {
+        Case c{8, 32, 8, 64, HP_DTYPE_BF16, 0, 200};
+        c.mma = mma;
+        c.block_tokens = 8;
+        run_case(c, seed++);
+    }
+}
+
+TEST(CudaDecodeAttentionMma, GroupsAndHeadDimsMatchHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    const Case cases[] = {
+        {8, 4, 4, 64},                                    // group 1
+        {9, 6, 2, 64},                                    // group 3 (of at most 4)
+        {8, 32, 4, 128, HP_DTYPE_BF16},                   // group 8, d_head 128 (qwen3-30b-a3b)
+        {3, 16, 2, 64, HP_DTYPE_BF16, 5},                 // group 8, d_head 64
+        {5, 8, 2, 128, HP_DTYPE_F16},                     // f16 cache
+        {64, 32, 8, 64, HP_DTYPE_F16, 0, 500},            // f16 cache, batch 64
+        {6, 32, 4, 128, HP_DTYPE_BF16, 9, 400, true},     // prefetch, group 8, d_head 128
+        {7, 4, 2, 32, HP_DTYPE_BF16, 0, 150},             // d_head 32: the CUDA-core kernel
+    };
+    for (Case c : cases) {
+        c.mma = true;
+        run_case(c, seed++);
+    }
 }
 
 }  // namespace

@@ -71,6 +71,84 @@ __device__ inline uint4 load_kv(const void *ptr) {
     return v;
 }
 
+// Shared memory of one flash-decoding block: each warp's online-softmax state per query head of the
+// group (m: running max, base 2; l: sum; acc: unnormalised output), and the split weights of the
+// last block.
+template <int D, int G>
+struct FdShared {
+    float m[kFdWarps][G], l[kFdWarps][G];
+    float acc[kFdWarps][G][D];
+    float weight[kFdMaxSplit][G];
+    bool last;
+};
+
+// The end of a flash-decoding block once every warp has written its state to `sh`: the warps are
+// combined in warp order, then either the bf16 output is written (one split) or the split's
+// partial, and the last block of (t, g) to arrive adds the splits in split order.
+template <int D, int G>
+__device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, int g, int split, FdShared<D, G> &sh, float *partial,
+                                       int32_t *counters, __nv_bfloat16 *out) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int group = p.group, head0 = g * group;
+    __syncthreads();
+    // The block's warps in warp order; a warp without positions has m = -inf and weighs 0.
+    const int64_t partial_row = int64_t(D + 2);
+    for (int o = threadIdx.x; o < group * D; o += kFdWarps * 32) {
+        const int h = o / D, i = o % D;
+        float m_max = -INFINITY;
+        for (int w = 0; w < kFdWarps; ++w) m_max = fmaxf(m_max, sh.m[w][h]);
+        float sum = 0.0f, value = 0.0f;
+        for (int w = 0; w < kFdWarps; ++w) {
+            const float weight = sh.m[w][h] == -INFINITY ? 0.0f : exp2f(sh.m[w][h] - m_max);
+            sum += weight * sh.l[w][h];
+            value += weight * sh.acc[w][h][i];
+        }
+        if (p.n_split == 1) {
+            out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / sum);
+            continue;
+        }
+        float *row = partial + ((int64_t(t) * p.n_head + head0 + h) * p.n_split + split) * partial_row;
+        if (i == 0) {
+            row[0] = m_max;
+            row[1] = sum;
+        }
+        row[2 + i] = value;
+    }
+    if (p.n_split == 1) return;
+    // The last block of (t, g) to finish adds the splits.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t *counter = counters + int64_t(t) * p.n_head_kv + g;
+        sh.last = atomicAdd(counter, 1) == p.n_split - 1;
+        if (sh.last) *counter = 0;  // every block of this (t, g) has counted: ready for the next step
+    }
+    __syncthreads();
+    if (!sh.last) return;
+    __threadfence();
+    for (int h = warp; h < group; h += kFdWarps) {
+        const float *rows = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row;
+        float m_max = -INFINITY;
+        for (int s = lane; s < p.n_split; s += 32) m_max = fmaxf(m_max, __ldcg(rows + s * partial_row));
+        for (int offset = 16; offset > 0; offset /= 2) m_max = fmaxf(m_max, __shfl_xor_sync(0xffffffffu, m_max, offset));
+        for (int s = lane; s < p.n_split; s += 32) {
+            const float ms = __ldcg(rows + s * partial_row);
+            sh.weight[s][h] = ms == -INFINITY ? 0.0f : exp2f(ms - m_max);
+        }
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < group * D; o += kFdWarps * 32) {
+        const int h = o / D, i = o % D;
+        const float *rows = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row;
+        float sum = 0.0f, value = 0.0f;
+        for (int s = 0; s < p.n_split; ++s) {
+            sum += sh.weight[s][h] * __ldcg(rows + s * partial_row + 1);
+            value += sh.weight[s][h] * __ldcg(rows + s * partial_row + 2 + i);
+        }
+        out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / sum);
+    }
+}
+
 // See the top of the file. partial: f32 [token][n_head][n_split][D + 2] (max, sum, acc[D]);
 // counters: int32 [token][n_head_kv], zero between steps; out: bf16 [token][n_head][D].
 // PREFETCH: each warp loads its next step's rows before this step's math (steps of at most
@@ -83,10 +161,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, PREFETCH || G > 4 ? 1 : HP_CUDA
                                                                         const void *k_cache, const void *v_cache, float *partial,
                                                                         int32_t *counters, __nv_bfloat16 *out) {
     constexpr int kLanesPerRow = D / 8, kRowsPerLoad = 32 / kLanesPerRow, kStep = kRowsPerLoad * kFdUnroll;
-    __shared__ float m_s[kFdWarps][G], l_s[kFdWarps][G];
-    __shared__ float acc_s[kFdWarps][G][D];
-    __shared__ float weight_s[kFdMaxSplit][G];
-    __shared__ bool last_s;
+    __shared__ FdShared<D, G> sh;
     static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
     hp_cuda_gemv::launch_dependents();  // the o_proj GEMV after it may start streaming its weights
     hp_cuda_gemv::wait_for_previous_grid();
@@ -225,70 +300,14 @@ __global__ void __launch_bounds__(kFdWarps * 32, PREFETCH || G > 4 ? 1 : HP_CUDA
         }
         if (sub == 0) {
 #pragma unroll
-            for (int e = 0; e < 8; ++e) acc_s[warp][h][chunk * 8 + e] = acc[h][e];
+            for (int e = 0; e < 8; ++e) sh.acc[warp][h][chunk * 8 + e] = acc[h][e];
             if (chunk == 0) {
-                m_s[warp][h] = m[h];
-                l_s[warp][h] = l[h];
+                sh.m[warp][h] = m[h];
+                sh.l[warp][h] = l[h];
             }
         }
     }
-    __syncthreads();
-    // The block's warps in warp order; a warp without positions has m = -inf and weighs 0.
-    const int64_t partial_row = int64_t(D + 2);
-    for (int o = threadIdx.x; o < group * D; o += kFdWarps * 32) {
-        const int h = o / D, i = o % D;
-        float m_max = -INFINITY;
-        for (int w = 0; w < kFdWarps; ++w) m_max = fmaxf(m_max, m_s[w][h]);
-        float sum = 0.0f, value = 0.0f;
-        for (int w = 0; w < kFdWarps; ++w) {
-            const float weight = m_s[w][h] == -INFINITY ? 0.0f : exp2f(m_s[w][h] - m_max);
-            sum += weight * l_s[w][h];
-            value += weight * acc_s[w][h][i];
-        }
-        if (p.n_split == 1) {
-            out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / sum);
-            continue;
-        }
-        float *row = partial + ((int64_t(t) * p.n_head + head0 + h) * p.n_split + split) * partial_row;
-        if (i == 0) {
-            row[0] = m_max;
-            row[1] = sum;
-        }
-        row[2 + i] = value;
-    }
-    if (p.n_split == 1) return;
-    // The last block of (t, g) to finish adds the splits.
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int32_t *counter = counters + int64_t(t) * p.n_head_kv + g;
-        last_s = atomicAdd(counter, 1) == p.n_split - 1;
-        if (last_s) *counter = 0;  // every block of this (t, g) has counted: ready for the next step
-    }
-    __syncthreads();
-    if (!last_s) return;
-    __threadfence();
-    for (int h = warp; h < group; h += kFdWarps) {
-        const float *rows = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row;
-        float m_max = -INFINITY;
-        for (int s = lane; s < p.n_split; s += 32) m_max = fmaxf(m_max, __ldcg(rows + s * partial_row));
-        for (int offset = 16; offset > 0; offset /= 2) m_max = fmaxf(m_max, __shfl_xor_sync(0xffffffffu, m_max, offset));
-        for (int s = lane; s < p.n_split; s += 32) {
-            const float ms = __ldcg(rows + s * partial_row);
-            weight_s[s][h] = ms == -INFINITY ? 0.0f : exp2f(ms - m_max);
-        }
-    }
-    __syncthreads();
-    for (int o = threadIdx.x; o < group * D; o += kFdWarps * 32) {
-        const int h = o / D, i = o % D;
-        const float *rows = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row;
-        float sum = 0.0f, value = 0.0f;
-        for (int s = 0; s < p.n_split; ++s) {
-            sum += weight_s[s][h] * __ldcg(rows + s * partial_row + 1);
-            value += weight_s[s][h] * __ldcg(rows + s * partial_row + 2 + i);
-        }
-        out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / sum);
-    }
+    fd_block_finish<D, G>(p, t, g, split, sh, partial, counters, out);
 }
 
 // Splits per (token, kv head): enough blocks for HP_CUDA_ATTN_FD_TARGET_BLOCKS over the step, but

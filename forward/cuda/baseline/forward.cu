@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "attention.cuh"
+#include "attention_mma.cuh"
 #include "gemv.cuh"
 #include "kernels.cuh"
 #include "knobs.h"
@@ -341,7 +342,8 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
     return HP_OK;
 }
 
-// The flash-decoding attention (attention.cuh) for 16-bit KV and d_head 32, 64 or 128.
+// The flash-decoding attention (attention.cuh; attn_kernel 2: attention_mma.cuh for d_head 64 and
+// 128 at steps of at least attn_mma_min_tokens tokens) for 16-bit KV and d_head 32, 64 or 128.
 template <hp_dtype KV>
 void launch_decode_attention(BaselineState &state, const hp_batch &batch, int layer, int group) {
     const hp_config &c = state.model->config;
@@ -361,6 +363,13 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
         auto for_head = [&](auto d_head) {
             constexpr int D = decltype(d_head)::value;
             const bool prefetch = batch.n_token <= HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS;
+            if constexpr (HP_CUDA_ATTN_KERNEL == 2 && D >= 64) {
+                if (batch.n_token >= HP_CUDA_ATTN_MMA_MIN_TOKENS) {
+                    if (group <= 4) launch(prefetch ? decode_attention_mma_kernel<KV, D, 4, true> : decode_attention_mma_kernel<KV, D, 4, false>);
+                    else launch(prefetch ? decode_attention_mma_kernel<KV, D, kMaxGroup, true> : decode_attention_mma_kernel<KV, D, kMaxGroup, false>);
+                    return;
+                }
+            }
             if (group <= 4) launch(prefetch ? decode_attention_kernel<KV, D, 4, true> : decode_attention_kernel<KV, D, 4, false>);
             else launch(prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true> : decode_attention_kernel<KV, D, kMaxGroup, false>);
         };
@@ -393,7 +402,7 @@ void launch_attention(BaselineState &state, const hp_batch &batch, int layer, in
     hp_cuda_gemv::launch_pdl(head_kernel<KV>, dim3(c.n_head + c.n_head_kv, batch.n_token), dim3(head_threads), 0, state.stream,
         hp, a.q, a.k, a.v, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer]);
     const int group = c.n_head / c.n_head_kv;
-    if (HP_CUDA_ATTN_KERNEL == 1 && KV != HP_DTYPE_F32 && (c.d_head == 32 || c.d_head == 64 || c.d_head == 128)) {
+    if (HP_CUDA_ATTN_KERNEL >= 1 && KV != HP_DTYPE_F32 && (c.d_head == 32 || c.d_head == 64 || c.d_head == 128)) {
         launch_decode_attention<KV>(state, batch, layer, group);
         return;
     }

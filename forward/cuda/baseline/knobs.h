@@ -18,7 +18,10 @@
 #define HP_CUDA_ATTN_MAX_SPLIT 32
 #endif
 #ifndef HP_CUDA_ATTN_KERNEL
-#define HP_CUDA_ATTN_KERNEL 1
+#define HP_CUDA_ATTN_KERNEL 2
+#endif
+#ifndef HP_CUDA_ATTN_MMA_MIN_TOKENS
+#define HP_CUDA_ATTN_MMA_MIN_TOKENS 16
 #endif
 #ifndef HP_CUDA_ATTN_FD_WARPS
 #define HP_CUDA_ATTN_FD_WARPS 4
@@ -36,7 +39,7 @@
 #define HP_CUDA_ATTN_FD_TARGET_BLOCKS 512
 #endif
 #ifndef HP_CUDA_ATTN_FD_MIN_STEPS
-#define HP_CUDA_ATTN_FD_MIN_STEPS 2
+#define HP_CUDA_ATTN_FD_MIN_STEPS 1
 #endif
 #ifndef HP_CUDA_GEMM_ALGO
 #define HP_CUDA_GEMM_ALGO -1
@@ -76,7 +79,9 @@ static_assert(HP_CUDA_NORM_THREADS % 32 == 0 && HP_CUDA_NORM_THREADS <= 1024, "n
 static_assert(HP_CUDA_ATTN_WARPS >= 1 && HP_CUDA_ATTN_WARPS * 32 <= 1024, "attn_warps: 1..32");
 static_assert(HP_CUDA_ATTN_SPLIT_TOKENS >= 1 && HP_CUDA_ATTN_MAX_SPLIT >= 1 && HP_CUDA_ATTN_MAX_SPLIT <= 64,
               "attention split knobs: positive, at most 64 splits");
-static_assert(HP_CUDA_ATTN_KERNEL == 0 || HP_CUDA_ATTN_KERNEL == 1, "attn_kernel: 0 (split + reduce kernels) or 1 (flash decoding)");
+static_assert(HP_CUDA_ATTN_KERNEL >= 0 && HP_CUDA_ATTN_KERNEL <= 2,
+              "attn_kernel: 0 (split + reduce kernels), 1 (flash decoding) or 2 (flash decoding on tensor cores)");
+static_assert(HP_CUDA_ATTN_MMA_MIN_TOKENS >= 1, "attn_mma_min_tokens: positive");
 static_assert(HP_CUDA_ATTN_FD_WARPS >= 1 && HP_CUDA_ATTN_FD_WARPS <= 16, "attn_fd_warps: 1..16");
 static_assert(HP_CUDA_ATTN_FD_UNROLL >= 1 && HP_CUDA_ATTN_FD_UNROLL <= 8, "attn_fd_unroll: 1..8");
 static_assert(HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS >= 0, "attn_fd_prefetch_max_tokens: 0 (never) or more");

@@ -1,0 +1,272 @@
+// Tensor-core flash-decoding attention of the CUDA baseline (knob attn_kernel = 2): the kernel of
+// attention.cuh with q.k and p.V on mma.sync m16n8k16 (16-bit inputs, float32 accumulation) instead
+// of CUDA-core dot products. Same grid (kv head g, token t, split s), split count, partials and
+// last-block reduction (fd_block_finish); 16-bit KV, d_head 64 or 128, group <= 8.
+//
+// A warp step is 16 positions (one 16-token paged block; 4 KB of KV at d_head 64): S = q K^T as
+// 2 n8 tiles x d_head / 16 k-chunks, O += P V as d_head / 8 n8 tiles x 1 k-chunk. The MMA's M side
+// is the GQA group: rows 0..7 hold up to 8 query heads and rows 8..15, padding otherwise, hold the
+// low half of a two-term split x = hi + lo (both 16-bit) of q in S and of the probabilities in O.
+// Rows h and h + 8 summed give the products with float32 q and p to about 2^-16, so only K and V
+// are rounded (they are 16-bit already): the accuracy of the CUDA-core kernel.
+//
+// Fragments come straight from global memory in the layout the MMA wants, using that a dot product
+// does not care about the order of its terms. Thread (r = lane / 4, c = lane % 4) of a warp:
+// - S: B column r of the two n8 tiles is position r and 8 + r of the step; the thread loads the
+//   16-byte chunks c, c + 4, ... of those K rows (64-byte runs per row across the quad); word i of
+//   its k-th chunk is the B register i % 2 of k-chunk 2 k + i / 2, and q's A registers are the
+//   same d's of head r. The accumulator holds head r at positions 2c, 2c + 1, 8 + 2c, 9 + 2c.
+// - O: P's A fragment is that accumulator re-packed (k-slot = position), so the thread loads V rows
+//   2c, 2c + 1, 8 + 2c, 9 + 2c at chunks r, r + 8, ...; byte permutes pair two rows' elements into
+//   a B register, and output column n of n8 tile 8 k + e is d = 8 (n + 8 k) + e.
+#pragma once
+
+#include "attention.cuh"
+
+namespace hp_cuda_baseline {
+
+constexpr int kMmaStep = 16;  // positions per warp step of decode_attention_mma_kernel
+
+template <hp_dtype KV>
+__device__ inline float round16(float x) {
+    if constexpr (KV == HP_DTYPE_BF16)
+        return __bfloat162float(__float2bfloat16_rn(x));
+    else
+        return __half2float(__float2half_rn(x));
+}
+
+// Two 16-bit values in one register, x0 in the low half (the lower k or n index of a fragment).
+template <hp_dtype KV>
+__device__ inline uint32_t pack16x2(float x0, float x1) {
+    if constexpr (KV == HP_DTYPE_BF16) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(x0, x1);
+        return *reinterpret_cast<const uint32_t *>(&v);
+    } else {
+        const __half2 v = __floats2half2_rn(x0, x1);
+        return *reinterpret_cast<const uint32_t *>(&v);
+    }
+}
+
+// (x0, x1) = hi + lo, each a register of two 16-bit values.
+template <hp_dtype KV>
+__device__ inline void split16x2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    const float h0 = round16<KV>(x0), h1 = round16<KV>(x1);
+    hi = pack16x2<KV>(h0, h1);
+    lo = pack16x2<KV>(x0 - h0, x1 - h1);
+}
+
+// c += a b: m16n8k16, a row-major 16x16, b column-major 16x8, float32 accumulators.
+template <hp_dtype KV>
+__device__ inline void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    if constexpr (KV == HP_DTYPE_BF16) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+__device__ inline uint32_t word_of(const uint4 &v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// Arguments and outputs as decode_attention_kernel's; PREFETCH and the blocks-per-SM bound too.
+template <hp_dtype KV, int D, int G, bool PREFETCH>
+__global__ void __launch_bounds__(kFdWarps * 32,
+                                  PREFETCH || G > 4 || D > 64 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS)
+    decode_attention_mma_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
+                                const int32_t *token_seq, const int32_t *block_tables,
+                                const void *k_cache, const void *v_cache, float *partial,
+                                int32_t *counters, __nv_bfloat16 *out) {
+    static_assert(D == 64 || D == 128, "d_head 64 or 128");
+    static_assert(G <= 8, "query heads in MMA rows 0..7");
+    // Per thread: 16-byte chunks of a K row and of a V row; n8 tiles of the output.
+    constexpr int kKChunks = D / 32, kVChunks = D / 64, kOTiles = D / 8;
+    __shared__ FdShared<D, G> sh;
+    hp_cuda_gemv::launch_dependents();
+    hp_cuda_gemv::wait_for_previous_grid();
+    const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int r = lane / 4, c = lane % 4;
+    const int group = p.group, head0 = g * group;
+
+    // q of head r, pre-scaled, as A fragments of the d_head / 16 k-chunks (hi row r, lo row r + 8).
+    uint32_t q_a[D / 16][4];
+#pragma unroll
+    for (int k = 0; k < kKChunks; ++k) {
+        float x[8] = {};
+        if (r < group) {
+            const float *q_chunk = q + (int64_t(t) * p.n_head + head0 + r) * D + 8 * (c + 4 * k);
+            const float4 lo4 = *reinterpret_cast<const float4 *>(q_chunk),
+                         hi4 = *reinterpret_cast<const float4 *>(q_chunk + 4);
+            const float loaded[8] = {lo4.x, lo4.y, lo4.z, lo4.w, hi4.x, hi4.y, hi4.z, hi4.w};
+#pragma unroll
+            for (int e = 0; e < 8; ++e) x[e] = loaded[e] * p.scale_log2;
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            split16x2<KV>(x[4 * i], x[4 * i + 1], q_a[2 * k + i][0], q_a[2 * k + i][1]);
+            split16x2<KV>(x[4 * i + 2], x[4 * i + 3], q_a[2 * k + i][2], q_a[2 * k + i][3]);
+        }
+    }
+    const int length = positions[t] + 1;
+    const int n_step = (length + kMmaStep - 1) / kMmaStep,
+              split_steps = (n_step + p.n_split - 1) / p.n_split;
+    const int step_begin = min(n_step, split * split_steps),
+              step_end = min(n_step, step_begin + split_steps);
+    const int32_t *table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
+    const int64_t row_width = int64_t(p.n_head_kv) * D;
+    const auto *k_base = static_cast<const uint16_t *>(k_cache) + int64_t(g) * D;
+    const auto *v_base = static_cast<const uint16_t *>(v_cache) + int64_t(g) * D;
+    // Rows of the step's 16 positions this thread reads.
+    const int k_row[2] = {r, 8 + r}, v_row[4] = {2 * c, 2 * c + 1, 8 + 2 * c, 9 + 2 * c};
+
+    // As decode_attention_kernel's load_step: one table entry per step when the step lies in one
+    // paged block, else a look-up per row with rows past the sequence clamped to its last one.
+    const bool step_in_block = p.block_tokens % kMmaStep == 0;
+    auto row_offset = [&](int at) {
+        at = min(at, length - 1);
+        const int block = p.block_shift >= 0 ? at >> p.block_shift : at / p.block_tokens;
+        return (int64_t(table[block]) * p.block_tokens + at - block * p.block_tokens) * row_width;
+    };
+    auto load_step = [&](int step, uint4 k_raw[2][kKChunks], uint4 v_raw[4][kVChunks]) {
+        const int first = step * kMmaStep;
+        int64_t step_row = 0;
+        if (step_in_block) {
+            const int block = p.block_shift >= 0 ? first >> p.block_shift : first / p.block_tokens;
+            step_row = (int64_t(table[block]) * p.block_tokens + first - block * p.block_tokens) *
+                       row_width;
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const int64_t row =
+                step_in_block ? step_row + k_row[j] * row_width : row_offset(first + k_row[j]);
+#pragma unroll
+            for (int k = 0; k < kKChunks; ++k)
+                k_raw[j][k] = load_kv(k_base + row + 8 * (c + 4 * k));
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int64_t row =
+                step_in_block ? step_row + v_row[j] * row_width : row_offset(first + v_row[j]);
+#pragma unroll
+            for (int k = 0; k < kVChunks; ++k)
+                v_raw[j][k] = load_kv(v_base + row + 8 * (r + 8 * k));
+        }
+    };
+
+    // Head r: running max (base 2, quad-uniform), this thread's share of the sum.
+    float m = -INFINITY, l = 0.0f;
+    float o[kOTiles][4];  // rows r (hi p) and r + 8 (lo p), columns 2c, 2c + 1 of each n8 tile
+#pragma unroll
+    for (int j = 0; j < kOTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    uint4 k_next[2][kKChunks], v_next[4][kVChunks];
+    if (PREFETCH && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
+    for (int step = step_begin + warp; step < step_end; step += kFdWarps) {
+        uint4 k_raw[2][kKChunks], v_raw[4][kVChunks];
+        if constexpr (PREFETCH) {
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+#pragma unroll
+                for (int k = 0; k < kKChunks; ++k) k_raw[j][k] = k_next[j][k];
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = v_next[j][k];
+            }
+            if (step + kFdWarps < step_end) load_step(step + kFdWarps, k_next, v_next);
+        } else {
+            load_step(step, k_raw, v_raw);
+        }
+        const int first = step * kMmaStep;
+        // The sequence's last step: rows past it may hold anything (NaN).
+        const bool last = first + kMmaStep > length;
+        if (last) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                for (int k = 0; k < kVChunks; ++k) {
+                    if (first + v_row[j] >= length) v_raw[j][k] = make_uint4(0, 0, 0, 0);
+                }
+            }
+        }
+        float s_acc[2][4] = {};
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+#pragma unroll
+            for (int k = 0; k < kKChunks; ++k) {
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                    mma_16816<KV>(s_acc[n], q_a[2 * k + i], word_of(k_raw[n][k], 2 * i),
+                                  word_of(k_raw[n][k], 2 * i + 1));
+            }
+        }
+        // Head r at positions first + v_row[e]: hi row + lo row.
+        float s[4] = {s_acc[0][0] + s_acc[0][2], s_acc[0][1] + s_acc[0][3],
+                      s_acc[1][0] + s_acc[1][2], s_acc[1][1] + s_acc[1][3]};
+        if (last) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (first + v_row[e] >= length) s[e] = -INFINITY;
+            }
+        }
+        float step_max = fmaxf(fmaxf(s[0], s[1]), fmaxf(s[2], s[3]));
+        step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 1));
+        step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, 2));
+        const float m_new = fmaxf(m, step_max);  // finite: a step holds at least one valid position
+        const float alpha = exp2f(m - m_new);    // 0 on the first step (m = -inf)
+        m = m_new;
+        l *= alpha;
+#pragma unroll
+        for (int j = 0; j < kOTiles; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[j][e] *= alpha;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            s[e] = exp2f(s[e] - m_new);  // 0 for dropped positions
+            l += s[e];
+        }
+        uint32_t p_a[4];
+        split16x2<KV>(s[0], s[1], p_a[0], p_a[1]);
+        split16x2<KV>(s[2], s[3], p_a[2], p_a[3]);
+#pragma unroll
+        for (int k = 0; k < kVChunks; ++k) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const uint32_t w0 = word_of(v_raw[0][k], i), w1 = word_of(v_raw[1][k], i);
+                const uint32_t w2 = word_of(v_raw[2][k], i), w3 = word_of(v_raw[3][k], i);
+                mma_16816<KV>(o[8 * k + 2 * i], p_a, __byte_perm(w0, w1, 0x5410),
+                              __byte_perm(w2, w3, 0x5410));  // even d
+                mma_16816<KV>(o[8 * k + 2 * i + 1], p_a, __byte_perm(w0, w1, 0x7632),
+                              __byte_perm(w2, w3, 0x7632));  // odd d
+            }
+        }
+    }
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (r < G) {
+#pragma unroll
+        for (int k = 0; k < kVChunks; ++k) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const float *tile = o[8 * k + e];
+                sh.acc[warp][r][8 * (2 * c + 8 * k) + e] = tile[0] + tile[2];
+                sh.acc[warp][r][8 * (2 * c + 1 + 8 * k) + e] = tile[1] + tile[3];
+            }
+        }
+        if (c == 0) {
+            sh.m[warp][r] = m;
+            sh.l[warp][r] = l;
+        }
+    }
+    fd_block_finish<D, G>(p, t, g, split, sh, partial, counters, out);
+}
+
+}  // namespace hp_cuda_baseline
