@@ -1,18 +1,18 @@
-// The CUDA baseline's flash-decoding attention (forward/cuda/baseline/attention.cuh) against float64
-// softmax attention on the host over the same inputs: fresh random q, a random paged KV cache
-// (bf16, and f16 once) with shuffled block tables, sequence lengths off every tile (1, odd, a
-// partial last 16-token block, a full one), several tokens of one sequence at consecutive
-// positions (as in a prefill), batch sizes 1, 3, 8, 33 and 64, GQA groups 1, 2, 3, 4 and 8, d_head
-// 32, 64 and 128, both load schedules (PREFETCH or not), and split counts 1 (no partials), the
-// plugin's choice, 7 and 64 (more splits than steps: empty splits); each for both kernels, the
-// CUDA-core one and the tensor-core one (attention_mma.cuh, d_head 64 and 128), and paged blocks of
-// 16 and 8 tokens (warp steps across blocks). Cache rows that no sequence
-// holds are NaN. Outputs are poisoned first; a second run must give the same bits (fixed reduction
-// order whatever block finishes last) and proves the split counters were reset. Built with the
-// plugin's knob values.
+// The CUDA baseline's flash-decoding attention (forward/cuda/baseline/attention.cuh, and the
+// tensor-core kernel of attention_mma.cuh for d_head 64 and 128) against float64 softmax attention
+// on the host over the same inputs: fresh random q, a random paged KV cache (bf16, and f16) with
+// shuffled block tables, sequence lengths off every tile (1, odd, a partial last 16-token block, a
+// full one), several tokens of one sequence at consecutive positions (as in a prefill), batch sizes
+// 1, 3, 8, 33 and 64, GQA groups 1, 2, 3, 4 and 8, d_head 32, 64 and 128, both load schedules
+// (PREFETCH or not), split counts 1 (no partials), the plugin's choice, 7 and 64 (more splits than
+// steps: empty splits), and paged blocks of 16 and 8 tokens (warp steps across blocks). Cache rows
+// that no sequence holds are NaN. Outputs are poisoned first; a second run must give the same bits
+// (fixed reduction order whatever block finishes last) and proves the split counters were reset.
+// Built with the plugin's knob values.
 //
-// Tolerance: the output is rounded to bf16 (2^-9 relative) after float32 dot products, base-2
-// exponentials and sums; each element is held to 2^-8 |ref| + 1e-4 max|v| of its kv head.
+// Tolerance: the output is rounded to bf16 (2^-9 relative) after float32 dot products (the
+// tensor-core kernel: 16-bit hi + lo parts of q and p, float32 accumulation), base-2 exponentials
+// and sums; each element is held to 2^-8 |ref| + 1e-4 max|v| of its kv head.
 #include <gtest/gtest.h>
 
 #include <algorithm>
