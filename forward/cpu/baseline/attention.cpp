@@ -58,7 +58,18 @@ void attention_typed(const hp_model &model, int layer, const int32_t *block_tabl
             const float new_max = std::max(running_max[h], block_max);
             const float correction = std::exp(running_max[h] - new_max);
             float sum = 0.0f;
-            for (int i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - new_max));
+            int i = 0;
+            if constexpr (HP_VEC_EXP) {
+                const vf max_v = vset1(new_max);
+                vf sum_v = vzero();
+                for (; i + kWidth <= n; i += kWidth) {
+                    const vf e = vexp(vsub(vload(s + i), max_v));
+                    vstore(s + i, e);
+                    sum_v = vadd(sum_v, e);
+                }
+                sum = vsum(sum_v);
+            }
+            for (; i < n; ++i) sum += (s[i] = std::exp(s[i] - new_max));
             running_sum[h] = running_sum[h] * correction + sum;
             running_max[h] = new_max;
             if (correction != 1.0f) {
