@@ -1,9 +1,10 @@
 // Single-thread kernel figures of forward/cpu/baseline (compiled together with its gemv.cpp,
 // gemm.cpp and matmul.cpp and the same -D knobs), for tuning the knobs' defaults:
 //   kernel_bench gemv TOKENS [OUT IN]  decode kernel on bf16 weights [OUT][IN] (4096 x 1024): weight GB/s
-//   kernel_bench gemm TOKENS     blocked GEMM on bf16 weights [4096][1024]: GFLOP/s
+//   kernel_bench gemm TOKENS [OUT IN]  blocked GEMM on two bf16 weights [OUT][IN]: GFLOP/s
 //   kernel_bench read 0          plain AVX-512 read of the same 512 MiB: GB/s (the ceiling of gemv)
-// Times are thread CPU seconds (the host is shared; CPU time is steadier than wall time); each
+// KB_MIB=N sets the MiB of distinct matrices (default 512: from DRAM; 16: from L3). Weights are
+// page-aligned, as the engine's tensors are. Times are thread CPU seconds (the host is shared; CPU time is steadier than wall time); each
 // prints the median of 9 repetitions.
 #include <immintrin.h>
 #include <time.h>

@@ -81,7 +81,34 @@ void pack_weights(const storage_t<D> *w, int64_t n_in, int64_t n0, int64_t nb, i
 // xp[i][k][r] = x[m0 + i*MR + r][k0 + k], zero past mb tokens.
 void pack_activations(const MatmulInput &in, int64_t m0, int64_t mb, int64_t k0, int64_t kb, float *xp) {
     const int64_t n_panel = (mb + kMR - 1) / kMR;
-    for (int64_t i = 0; i < n_panel; ++i) {
+    int64_t i = 0;
+#if defined(HP_ISA_AVX512)
+    // Two 8-token panels at a time: 16 x 16 register transposes, each half of a result row to one panel.
+    if (HP_GEMM_PACK_SIMD && kMR == 8) {
+        const int64_t k_vec = kb / 16 * 16;
+        for (; (i + 2) * kMR <= mb; i += 2) {
+            const float *src[16];
+            for (int r = 0; r < 16; ++r) src[r] = in.row(m0 + i * kMR + r) + k0;
+            float *lo = xp + i * kb * kMR, *hi = lo + kb * kMR;
+            for (int64_t k = 0; k < k_vec; k += 16) {
+                __m512 t[16];
+                for (int r = 0; r < 16; ++r) t[r] = _mm512_loadu_ps(src[r] + k);
+                transpose16(t);
+                for (int j = 0; j < 16; ++j) {
+                    _mm256_storeu_ps(lo + (k + j) * kMR, _mm512_castps512_ps256(t[j]));
+                    _mm256_storeu_ps(hi + (k + j) * kMR, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t[j]), 1)));
+                }
+            }
+            for (int64_t k = k_vec; k < kb; ++k) {
+                for (int r = 0; r < 8; ++r) {
+                    lo[k * kMR + r] = src[r][k];
+                    hi[k * kMR + r] = src[8 + r][k];
+                }
+            }
+        }
+    }
+#endif
+    for (; i < n_panel; ++i) {
         float *panel = xp + i * kb * kMR;
         for (int r = 0; r < kMR; ++r) {
             const int64_t m = i * kMR + r;

@@ -56,16 +56,19 @@
 #define HP_GEMM_NR 32
 #endif
 #ifndef HP_GEMM_KC
-#define HP_GEMM_KC 256
+#define HP_GEMM_KC 1024
 #endif
 #ifndef HP_GEMM_NC
-#define HP_GEMM_NC 192
+#define HP_GEMM_NC 96
 #endif
 #ifndef HP_GEMM_MC
 #define HP_GEMM_MC 768
 #endif
 #ifndef HP_ATTN_BLOCK
 #define HP_ATTN_BLOCK 64
+#endif
+#ifndef HP_ATTN_KERNEL
+#define HP_ATTN_KERNEL 1
 #endif
 #ifndef HP_VEC_EXP
 #define HP_VEC_EXP 1
