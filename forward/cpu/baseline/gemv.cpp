@@ -58,9 +58,10 @@ void gemv_tile(const storage_t<D> *w, int64_t n_in, const float *const *x, float
 
 // Batch-1 decode: the rows [row_begin, row_end) are one sequential stream of weights. Each row is
 // reduced by HP_GEMV_ACCS independent accumulators (so neither the FMA latency nor the loop
-// overhead limits the stream), and software prefetches run HP_PREFETCH_BYTES ahead in the stream,
+// overhead limits the stream), and for rows of at least HP_PREFETCH_MIN_ROW_BYTES software
+// prefetches run HP_PREFETCH_BYTES ahead in the stream,
 // across row ends, so the next row's first lines are already in flight when a row finishes.
-template <int D>
+template <int D, bool kPrefetch>
 void gemv_stream(const storage_t<D> *w, int64_t n_in, const float *x, int64_t row_begin, int64_t row_end, const hp_tensor &b,
                  const MatmulOutput &out) {
     constexpr int kAcc = HP_GEMV_ACCS, kStep = kAcc * kWidth;
@@ -71,7 +72,7 @@ void gemv_stream(const storage_t<D> *w, int64_t n_in, const float *x, int64_t ro
         for (int a = 0; a < kAcc; ++a) acc[a] = vzero();
         int64_t k = 0;
         for (; k + kStep <= n_in; k += kStep) {
-            if constexpr (HP_PREFETCH_BYTES > 0) {
+            if constexpr (kPrefetch && HP_PREFETCH_BYTES > 0) {
                 for (int64_t line = 0; line < kStep; line += kLine)
                     prefetch(reinterpret_cast<const char *>(w_row + k + line) + HP_PREFETCH_BYTES);
             }
@@ -109,6 +110,7 @@ inline __m512 bf16_even(__m512i w) { return _mm512_castsi512_ps(_mm512_slli_epi3
 inline __m512 bf16_odd(__m512i w) { return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(int(0xffff0000u)))); }
 
 // As gemv_stream for bf16 weights and split activations xs (x: the same activations unsplit, for the tail).
+template <bool kPrefetch>
 void gemv_stream_split(const uint16_t *w, int64_t n_in, const float *xs, const float *x, int64_t row_begin, int64_t row_end,
                        const hp_tensor &b, const MatmulOutput &out) {
     constexpr int kAcc = HP_GEMV_ACCS < 2 ? 2 : HP_GEMV_ACCS, kStep = kAcc * 16;
@@ -119,7 +121,7 @@ void gemv_stream_split(const uint16_t *w, int64_t n_in, const float *xs, const f
         for (int a = 0; a < kAcc; ++a) acc[a] = _mm512_setzero_ps();
         int64_t k = 0;
         for (; k + kStep <= n_split; k += kStep) {
-            if constexpr (HP_PREFETCH_BYTES > 0) {
+            if constexpr (kPrefetch && HP_PREFETCH_BYTES > 0) {
                 for (int line = 0; line < kStep / 32; ++line) prefetch(reinterpret_cast<const char *>(w_row + k + 32 * line) + HP_PREFETCH_BYTES);
             }
             for (int a = 0; a < kAcc; a += 2) {
@@ -150,7 +152,9 @@ bool gemv_split(const hp_tensor &w, const hp_tensor &b, const MatmulInput &in, i
     const int64_t n_in = w.shape[1];
     if (in.n_token != 1 || !HP_GEMV_STREAM || !scratch.x_split || n_in > scratch.x_split_floats) return false;
     split_activations(in.row(0), n_in, scratch.x_split);
-    gemv_stream_split(static_cast<const uint16_t *>(w.data), n_in, scratch.x_split, in.row(0), row_begin, row_end, b, out);
+    const auto *weights = static_cast<const uint16_t *>(w.data);
+    if (n_in * 2 >= HP_PREFETCH_MIN_ROW_BYTES) gemv_stream_split<true>(weights, n_in, scratch.x_split, in.row(0), row_begin, row_end, b, out);
+    else gemv_stream_split<false>(weights, n_in, scratch.x_split, in.row(0), row_begin, row_end, b, out);
     return true;
 }
 #endif
@@ -190,7 +194,8 @@ void gemv_typed(const hp_tensor &w, const hp_tensor &b, const MatmulInput &in, i
     const auto *weights = static_cast<const storage_t<D> *>(w.data);
     const int64_t n_in = w.shape[1];
     if (in.n_token == 1 && HP_GEMV_STREAM) {
-        gemv_stream<D>(weights, n_in, in.row(0), row_begin, row_end, b, out);
+        if (n_in * int64_t(sizeof(storage_t<D>)) >= HP_PREFETCH_MIN_ROW_BYTES) gemv_stream<D, true>(weights, n_in, in.row(0), row_begin, row_end, b, out);
+        else gemv_stream<D, false>(weights, n_in, in.row(0), row_begin, row_end, b, out);
         return;
     }
     int64_t row = row_begin;

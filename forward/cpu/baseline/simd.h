@@ -93,7 +93,8 @@ inline void store_any(hp_dtype dtype, void *data, int64_t i, float value) {
     }
 }
 
-inline void prefetch(const void *p) { __builtin_prefetch(p, 0, 3); }
+// A software prefetch for reading; HP_PREFETCH_LOCALITY 3: prefetcht0 (into L1), 2: t1 (L2), 1: t2, 0: nta.
+inline void prefetch(const void *p) { __builtin_prefetch(p, 0, HP_PREFETCH_LOCALITY); }
 
 #if defined(HP_ISA_AVX512)
 constexpr int kWidth = 16;
