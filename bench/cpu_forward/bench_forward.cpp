@@ -4,13 +4,17 @@
 // prefill (128/512 tokens), the reference's batch-1 decode and OpenBLAS on an f32 copy of the
 // weights' shapes, so compared figures share the host's conditions. Prints one JSON object per
 // measurement: {"rep", "what", "forward", "threads", "tokens", "value", "unit"}.
-//   hotpass_bench_cpu_forward MODEL REPS [--no-reference] [--no-blas]
+//   hotpass_bench_cpu_forward MODEL REPS [--no-reference] [--no-blas] [--threads N] [--decode-only]
+// (--threads N: only N threads instead of 1 and 2; --decode-only: no prefill figures; both for
+// quick A/B runs of two plugin builds through HOTPASS_PLUGIN_DIR.)
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "hotpass/engine/engine.h"
 #include "hotpass/engine/generate.h"
@@ -63,10 +67,13 @@ int main(int argc, char **argv) {
     }
     const std::string spec = argv[1];
     const int reps = std::atoi(argv[2]);
-    bool with_reference = true, with_blas = true;
+    bool with_reference = true, with_blas = true, with_prefill = true;
+    std::vector<int> thread_counts = {1, 2};
     for (int i = 3; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--no-reference")) with_reference = false;
         if (!std::strcmp(argv[i], "--no-blas")) with_blas = false;
+        if (!std::strcmp(argv[i], "--decode-only")) with_prefill = false;
+        if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) thread_counts = {std::atoi(argv[++i])};
     }
     auto model = hp::model::open_model(spec);
     if (!model.ok()) {
@@ -89,7 +96,7 @@ int main(int argc, char **argv) {
         return std::move(engine).value();
     };
     std::map<int, std::unique_ptr<Engine>> baseline;
-    for (int threads : {1, 2}) baseline[threads] = make("baseline", threads);
+    for (int threads : thread_counts) baseline[threads] = make("baseline", threads);
     std::unique_ptr<Engine> reference = with_reference ? make("reference", 1) : nullptr;
 
     std::unique_ptr<BlasPeer> blas;
@@ -107,7 +114,7 @@ int main(int argc, char **argv) {
     // Warm-up: first touches of weights, KV cache and scratch.
     for (auto &[threads, engine] : baseline) decode_tps(*engine, 1, 4, 0);
     for (int rep = 1; rep <= reps; ++rep) {
-        for (int threads : {1, 2}) {
+        for (int threads : thread_counts) {
             emit(rep, "read_bandwidth", "", threads, 0, read_bandwidth_gbs(threads), "GB/s");
             emit(rep, "fma_peak_f32", "", threads, 0, fma_peak_gflops(threads, false), "GFLOP/s");
             emit(rep, "fma_peak_bf16", "", threads, 0, fma_peak_gflops(threads, true), "GFLOP/s");
@@ -116,6 +123,7 @@ int main(int argc, char **argv) {
                 if (blas) emit(rep, "decode", "openblas", threads, batch, blas->tokens_per_s(threads, batch), "tokens/s");
             }
             for (int n_token : {128, 512}) {
+                if (!with_prefill) break;
                 emit(rep, "prefill", "baseline", threads, n_token, prefill_tps(*baseline[threads], n_token, rep), "tokens/s");
                 if (blas) emit(rep, "prefill", "openblas", threads, n_token, blas->tokens_per_s(threads, n_token), "tokens/s");
             }

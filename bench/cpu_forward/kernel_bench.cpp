@@ -1,9 +1,10 @@
 // Single-thread kernel figures of forward/cpu/baseline (compiled together with its gemv.cpp,
 // gemm.cpp and matmul.cpp and the same -D knobs), for tuning the knobs' defaults:
 //   kernel_bench gemv TOKENS [OUT IN]  decode kernel on bf16 weights [OUT][IN] (4096 x 1024): weight GB/s
-//   kernel_bench gemm TOKENS     blocked GEMM on bf16 weights [4096][1024]: GFLOP/s
+//   kernel_bench gemm TOKENS [OUT IN]  blocked GEMM on two bf16 weights [OUT][IN]: GFLOP/s
 //   kernel_bench read 0          plain AVX-512 read of the same 512 MiB: GB/s (the ceiling of gemv)
-// Times are thread CPU seconds (the host is shared; CPU time is steadier than wall time); each
+// KB_MIB=N sets the MiB of distinct matrices (default 512: from DRAM; 16: from L3). Weights are
+// page-aligned, as the engine's tensors are. Times are thread CPU seconds (the host is shared; CPU time is steadier than wall time); each
 // prints the median of 9 repetitions.
 #include <immintrin.h>
 #include <time.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,13 +32,19 @@ int main(int argc, char **argv) {
     const int n_token = std::max(1, std::atoi(argv[2]));
     const int64_t n_out = argc > 3 ? std::atoll(argv[3]) : 4096, n_in = argc > 4 ? std::atoll(argv[4]) : 1024;
     // Distinct matrices of 512 MiB in all, so the weights come from memory, not cache.
-    const int n_matrix = mode == "gemm" ? 2 : int((int64_t(512) << 20) / (n_out * n_in * 2));
-    std::vector<std::vector<uint16_t>> weights(size_t(n_matrix), std::vector<uint16_t>(size_t(n_out * n_in)));
-    for (auto &w : weights)
-        for (size_t i = 0; i < w.size(); ++i) w[i] = uint16_t(0x3c00 + (i * 2654435761u >> 20) % 256);
+    const int64_t total_mib = std::getenv("KB_MIB") ? std::atoll(std::getenv("KB_MIB")) : 512;  // 16: the weights stay in L3
+    const int n_matrix = mode == "gemm" ? 2 : std::max(1, int((total_mib << 20) / (n_out * n_in * 2)));
+    // Page-aligned, as the engine's weights are (each tensor is its own mapping).
+    std::vector<std::unique_ptr<uint16_t, decltype(&std::free)>> weights;
+    for (int m = 0; m < n_matrix; ++m) {
+        const size_t bytes = (size_t(n_out * n_in) * 2 + 4095) / 4096 * 4096;
+        weights.emplace_back(static_cast<uint16_t *>(std::aligned_alloc(4096, bytes)), &std::free);
+        for (size_t i = 0; i < size_t(n_out * n_in); ++i) weights.back().get()[i] = uint16_t(0x3c00 + (i * 2654435761u >> 20) % 256);
+    }
     std::vector<float> x(size_t(n_token * n_in), 0.01f), y(size_t(n_token * n_out));
     std::vector<float> w_pack(size_t(hp_cpu::matmul_w_pack_floats())), x_pack(size_t(hp_cpu::matmul_x_pack_floats()));
-    hp_cpu::MatmulScratch scratch{w_pack.data(), x_pack.data()};
+    std::vector<float> x_split(size_t(hp_cpu::matmul_split_tokens() * n_in));
+    hp_cpu::MatmulScratch scratch{w_pack.data(), x_pack.data(), x_split.data(), int64_t(x_split.size())};
     const hp_tensor none{};
     std::vector<double> results;
     for (int rep = 0; rep < 9; ++rep) {
@@ -47,15 +55,15 @@ int main(int argc, char **argv) {
             w.n_dim = 2;
             w.shape[0] = n_out;
             w.shape[1] = n_in;
-            w.data = weights[size_t(m)].data();
+            w.data = weights[size_t(m)].get();
             const hp_cpu::MatmulInput in{x.data(), n_in, nullptr, n_token};
             const hp_cpu::MatmulOutput out{y.data(), n_out, false};
             if (mode == "read") {
-                const __m512i *p = reinterpret_cast<const __m512i *>(weights[size_t(m)].data());
+                const __m512i *p = reinterpret_cast<const __m512i *>(weights[size_t(m)].get());
                 __m512i acc = _mm512_setzero_si512();
                 for (int64_t i = 0; i < n_out * n_in * 2 / 64; ++i) acc = _mm512_add_epi32(acc, _mm512_loadu_si512(p + i));
                 y[0] += float(_mm512_reduce_add_epi32(acc));
-            } else if (mode == "gemv") hp_cpu::gemv_rows(w, none, in, 0, n_out, out);
+            } else if (mode == "gemv") hp_cpu::gemv_rows(w, none, in, 0, n_out, out, scratch);
             else hp_cpu::gemm_rows(w, none, in, 0, n_out, out, scratch);
         }
         const double seconds = cpu_now() - start;

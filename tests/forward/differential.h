@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -195,6 +197,40 @@ inline bool run_schedule(const model::Model &model, const std::string &reference
         EXPECT_EQ(n_bad, 0) << "KV cache of layer " << layer << ": " << n_bad << " elements differ, worst by " << worst;
     }
     return true;
+}
+
+// `preset`'s model with widths that are multiples of no vector or block size (d_model 200, heads
+// of 38, d_ff 333, experts 77 wide, vocab 517): every matmul's k loop ends in a tail, row ranges end
+// mid-tile and GEMM panels are partial. (The presets' widths are all multiples of 32.)
+inline Result<model::Model> odd_shape_model(const std::string &preset, DType weights, uint64_t seed) {
+    auto config = model::preset_config(preset);
+    if (!config.ok()) return Error{config.error()};
+    config->d_model = 200;
+    config->n_head = 4;
+    config->n_head_kv = 2;
+    config->d_head = 38;
+    config->d_ff = 333;
+    if (config->n_expert > 0) config->d_ff_expert = 77;
+    config->n_vocab = 517;
+    config->dtype = weights;
+    model::SyntheticOptions synthetic;
+    synthetic.seed = seed;
+    synthetic.dtype = weights;
+    synthetic.bias_std = 0.05f;
+    synthetic.norm_std = 0.2f;
+    model::Model model;
+    model.config = *config;
+    model.source = "test:odd-shapes:" + preset;
+    for (model::TensorSpec &spec : model::expected_tensors(model.config)) {
+        uint64_t n_byte = dtype_size(weights);
+        for (int64_t extent : spec.shape) n_byte *= uint64_t(extent);
+        void *memory = std::aligned_alloc(64, (n_byte + 63) / 64 * 64);
+        if (!memory) return Error{"out of memory"};
+        model::synthesize_tensor(spec, model.config, synthetic, memory);
+        model.tensors.push_back(model::TensorView{spec, weights, memory, n_byte});
+        model.storage.push_back(std::shared_ptr<const void>(memory, [](const void *ptr) { std::free(const_cast<void *>(ptr)); }));
+    }
+    return model;
 }
 
 // The schedule on fresh tokens; MoE schedules whose routing diverged at a near-tie are rerun with

@@ -67,5 +67,28 @@ std::vector<BaselineCase> all_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Presets, CpuBaselineDifferential, testing::ValuesIn(all_cases()), case_name);
 
+// Widths that are multiples of no vector or block size: every matmul's k loop ends in a tail, row
+// ranges end mid-tile and GEMM panels are partial; 1 to 3 threads, bf16/f16/f32 weights.
+TEST(CpuBaselineOddShapes, MatchesReference) {
+    setenv("HOTPASS_PLUGIN_DIR", HOTPASS_PLUGIN_DIR, 1);
+    for (const char *preset : {"tiny-llama", "tiny-moe"}) {
+        for (DType weights : {DType::bf16, DType::f16, DType::f32}) {
+            const uint64_t seed = fresh_seed();
+            auto model = odd_shape_model(preset, weights, seed);
+            ASSERT_TRUE(model.ok()) << model.error();
+            for (int n_thread : {1, 3}) {
+                SCOPED_TRACE(std::string(preset) + " weights " + std::string(dtype_name(weights)) + " threads " + std::to_string(n_thread));
+                DiffOptions options;
+                options.kv_dtype = DType::f32;
+                options.block_tokens = 5;
+                options.n_thread = n_thread;
+                options.seed = seed;
+                options.tolerance = kv_tolerance(options.kv_dtype);
+                run_differential(*model, "reference", "baseline", options);
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace hp::test

@@ -2,7 +2,8 @@
 // reference. Built twice: with HOTPASS_ALL_VARIANTS every value of every knob (others at their
 // defaults, or the first legal repair when that combination is illegal) plus an illegal
 // combination that must fail to compile -- the `slow` set; without it a sampled subset (the scalar
-// and AVX2 paths and one random legal combination) -- the `integration` set.
+// and AVX2 paths, the plain alternatives of the fast paths, and one random legal combination) --
+// the `integration` set. Each variant runs the tiny presets and two odd-shaped models.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -58,6 +59,15 @@ std::vector<Variant> variants() {
         values["HP_SIMD_LEVEL"] = level;
         out.push_back({"simd_level_" + std::to_string(level), values});
     }
+    {  // the plain alternatives of the batch-1 stream, the GEMM packing and exp
+        KnobValues values = defaults;
+        values["HP_GEMV_SPLIT"] = 0;
+        values["HP_GEMV_ACCS"] = 2;
+        values["HP_PREFETCH_BYTES"] = 1024;
+        values["HP_GEMM_PACK_SIMD"] = 0;
+        values["HP_VEC_EXP"] = 0;
+        out.push_back({"plain_paths", values});
+    }
     std::mt19937_64 rng(fresh_seed());
     for (int attempt = 0; attempt < 1000; ++attempt) {
         KnobValues values;
@@ -95,6 +105,19 @@ TEST_P(CpuBaselineVariant, BuildsAndMatchesReference) {
         options.n_thread = 2;
         options.tolerance = kv_tolerance(options.kv_dtype);
         SCOPED_TRACE(preset);
+        run_differential(*model, "reference", build.path, options);
+    }
+    for (const char *preset : {"tiny-llama", "tiny-moe"}) {
+        const uint64_t seed = fresh_seed();
+        auto model = odd_shape_model(preset, DType::bf16, seed);
+        ASSERT_TRUE(model.ok()) << model.error();
+        DiffOptions options;
+        options.seed = seed;
+        options.kv_dtype = DType::f32;
+        options.block_tokens = 5;
+        options.n_thread = 2;
+        options.tolerance = kv_tolerance(options.kv_dtype);
+        SCOPED_TRACE(std::string("odd shapes ") + preset);
         run_differential(*model, "reference", build.path, options);
     }
     std::filesystem::remove_all(std::filesystem::path(build.path).parent_path());

@@ -94,6 +94,12 @@ size_t layout_step(const hp_config &c, int64_t n, int64_t n_logit, char *base, S
     return offset;
 }
 
+// The widest input of any matmul: d_model, the attention output, or an MLP's hidden width.
+int64_t max_matmul_input(const hp_config &c) {
+    return std::max({int64_t(c.d_model), int64_t(c.n_head) * c.d_head, int64_t(c.d_ff), int64_t(c.d_ff_expert),
+                     int64_t(c.d_ff_shared_expert)});
+}
+
 float *widen_copy(BaselineState &state, const hp_tensor &tensor, int64_t n) {
     if (!tensor.data) return nullptr;
     auto *copy = static_cast<float *>(state.alloc(size_t(n) * sizeof(float)));
@@ -115,6 +121,7 @@ void destroy_state(BaselineState *state) {
         for (int t = 0; t < state->n_thread; ++t) {
             state->release(state->matmul_scratch[t].w_pack);
             state->release(state->matmul_scratch[t].x_pack);
+            state->release(state->matmul_scratch[t].x_split);
         }
     }
     for (void *ptr : {static_cast<void *>(state->norms), static_cast<void *>(state->matmul_scratch), static_cast<void *>(state->inv_freq),
@@ -170,6 +177,12 @@ int baseline_create(const hp_model *model, const hp_services *services, void **o
             state->matmul_scratch[t].w_pack = static_cast<float *>(state->alloc(size_t(matmul_w_pack_floats()) * sizeof(float)));
             state->matmul_scratch[t].x_pack = static_cast<float *>(state->alloc(size_t(matmul_x_pack_floats()) * sizeof(float)));
             ok = state->matmul_scratch[t].w_pack && state->matmul_scratch[t].x_pack;
+            if (ok && matmul_split_tokens() > 0) {
+                MatmulScratch &scratch = state->matmul_scratch[t];
+                scratch.x_split_floats = matmul_split_tokens() * max_matmul_input(c);
+                scratch.x_split = static_cast<float *>(state->alloc(size_t(scratch.x_split_floats) * sizeof(float)));
+                ok = scratch.x_split != nullptr;
+            }
         }
     }
     if (!ok) {

@@ -14,6 +14,33 @@ namespace {
 
 constexpr int kMR = HP_GEMM_MR, kNR = HP_GEMM_NR, kKC = HP_GEMM_KC, kNC = HP_GEMM_NC, kMC = HP_GEMM_MC;
 
+#if defined(HP_ISA_AVX512)
+// r[i][j] <- r[j][i] for a 16 x 16 float tile held in 16 registers.
+inline void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 16; i += 8) {
+        for (int j = 0; j < 4; ++j) {
+            t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+            t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+        }
+    }
+    for (int j = 0; j < 8; ++j) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+#endif
+
 // wp[j][k][c] = W[n0 + j*NR + c][k0 + k], zero past nb rows.
 template <int D>
 void pack_weights(const storage_t<D> *w, int64_t n_in, int64_t n0, int64_t nb, int64_t k0, int64_t kb, float *wp) {
@@ -21,7 +48,25 @@ void pack_weights(const storage_t<D> *w, int64_t n_in, int64_t n0, int64_t nb, i
     const int64_t n_panel = (nb + kNR - 1) / kNR;
     for (int64_t j = 0; j < n_panel; ++j) {
         float *panel = wp + j * kb * kNR;
-        for (int c = 0; c < kNR; ++c) {
+        int c_done = 0;
+#if defined(HP_ISA_AVX512)
+        // Whole groups of 16 rows: widen 16 x 16 tiles in registers and transpose them.
+        if (HP_GEMM_PACK_SIMD) {
+            const int64_t k_vec = kb / 16 * 16;
+            for (; c_done + 16 <= kNR && j * kNR + c_done + 16 <= nb; c_done += 16) {
+                const storage_t<D> *src = w + (n0 + j * kNR + c_done) * n_in + k0;
+                for (int64_t k = 0; k < k_vec; k += 16) {
+                    __m512 r[16];
+                    for (int i = 0; i < 16; ++i) r[i] = load_w<D>(src + i * n_in + k);
+                    transpose16(r);
+                    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(panel + (k + i) * kNR + c_done, r[i]);
+                }
+                for (int64_t k = k_vec; k < kb; ++k)
+                    for (int i = 0; i < 16; ++i) panel[k * kNR + c_done + i] = load1<D>(src + i * n_in + k);
+            }
+        }
+#endif
+        for (int c = c_done; c < kNR; ++c) {
             const int64_t n = j * kNR + c;
             if (n < nb) {
                 widen_row<D>(w + (n0 + n) * n_in + k0, kb, row);
@@ -36,7 +81,34 @@ void pack_weights(const storage_t<D> *w, int64_t n_in, int64_t n0, int64_t nb, i
 // xp[i][k][r] = x[m0 + i*MR + r][k0 + k], zero past mb tokens.
 void pack_activations(const MatmulInput &in, int64_t m0, int64_t mb, int64_t k0, int64_t kb, float *xp) {
     const int64_t n_panel = (mb + kMR - 1) / kMR;
-    for (int64_t i = 0; i < n_panel; ++i) {
+    int64_t i = 0;
+#if defined(HP_ISA_AVX512)
+    // Two 8-token panels at a time: 16 x 16 register transposes, each half of a result row to one panel.
+    if (HP_GEMM_PACK_SIMD && kMR == 8) {
+        const int64_t k_vec = kb / 16 * 16;
+        for (; (i + 2) * kMR <= mb; i += 2) {
+            const float *src[16];
+            for (int r = 0; r < 16; ++r) src[r] = in.row(m0 + i * kMR + r) + k0;
+            float *lo = xp + i * kb * kMR, *hi = lo + kb * kMR;
+            for (int64_t k = 0; k < k_vec; k += 16) {
+                __m512 t[16];
+                for (int r = 0; r < 16; ++r) t[r] = _mm512_loadu_ps(src[r] + k);
+                transpose16(t);
+                for (int j = 0; j < 16; ++j) {
+                    _mm256_storeu_ps(lo + (k + j) * kMR, _mm512_castps512_ps256(t[j]));
+                    _mm256_storeu_ps(hi + (k + j) * kMR, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t[j]), 1)));
+                }
+            }
+            for (int64_t k = k_vec; k < kb; ++k) {
+                for (int r = 0; r < 8; ++r) {
+                    lo[k * kMR + r] = src[r][k];
+                    hi[k * kMR + r] = src[8 + r][k];
+                }
+            }
+        }
+    }
+#endif
+    for (; i < n_panel; ++i) {
         float *panel = xp + i * kb * kMR;
         for (int r = 0; r < kMR; ++r) {
             const int64_t m = i * kMR + r;

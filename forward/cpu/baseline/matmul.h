@@ -11,13 +11,17 @@
 
 namespace hp_cpu {
 
-// Per-thread packing buffers of the blocked GEMM, sized by matmul_scratch_floats().
+// Per-thread buffers: the blocked GEMM's packed panels (sizes from matmul_*_floats()) and the
+// decode kernel's activations with even and odd elements split (gemv.cpp; NULL: not used).
 struct MatmulScratch {
-    float *w_pack = nullptr;  // [HP_GEMM_NC][HP_GEMM_KC]
-    float *x_pack = nullptr;  // [HP_GEMM_MC][HP_GEMM_KC]
+    float *w_pack = nullptr;   // [HP_GEMM_NC][HP_GEMM_KC]
+    float *x_pack = nullptr;   // [HP_GEMM_MC][HP_GEMM_KC]
+    float *x_split = nullptr;  // [x_split_floats]: matmul_split_tokens() rows of the widest matmul input
+    int64_t x_split_floats = 0;
 };
 int64_t matmul_w_pack_floats();
 int64_t matmul_x_pack_floats();
+int64_t matmul_split_tokens();
 
 // The activations of one matmul: token t's input row is x + row(t) * x_stride, where row(t) is
 // x_rows[t] when x_rows is given (tokens gathered by MoE routing), else t.
@@ -44,7 +48,7 @@ int64_t matmul_row_align(int64_t n_token);
 
 // The two strategies, exposed for the benchmark and the tests.
 void gemv_rows(const hp_tensor &w, const hp_tensor &b, const MatmulInput &in, int64_t row_begin, int64_t row_end,
-               const MatmulOutput &out);
+               const MatmulOutput &out, MatmulScratch &scratch);
 void gemm_rows(const hp_tensor &w, const hp_tensor &b, const MatmulInput &in, int64_t row_begin, int64_t row_end,
                const MatmulOutput &out, MatmulScratch &scratch);
 

@@ -57,7 +57,15 @@ void apply_rope(float *head, int d_head, const float *cos_a, const float *sin_a)
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 void silu_mul(float *a, const float *b, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) a[i] = silu(a[i]) * b[i];
+    int64_t i = 0;
+    if constexpr (HP_VEC_EXP) {
+        const vf one = vset1(1.0f);
+        for (; i + kWidth <= n; i += kWidth) {
+            const vf x = vload(a + i);
+            vstore(a + i, vmul(vdiv(x, vadd(one, vexp(vsub(vzero(), x)))), vload(b + i)));
+        }
+    }
+    for (; i < n; ++i) a[i] = silu(a[i]) * b[i];
 }
 
 }  // namespace hp_cpu
