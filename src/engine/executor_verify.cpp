@@ -191,7 +191,10 @@ bool measure_history_scale(ExecutorState &state, std::mt19937_64 &rng) {
             for (int p = 0; p < int(probe[0].tokens.size()); ++p) {
                 const int64_t offset = int64_t(probe[0].blocks[size_t(p / block_tokens)]) * block_tokens + p % block_tokens;
                 checked(state.backend->download(bytes.data(), static_cast<const uint8_t *>(cache[layer]) + size_t(offset) * row_bytes, row_bytes));
-                for (int64_t i = 0; i < row; ++i) sum += double(kv_element(state, bytes.data(), i)) * kv_element(state, bytes.data(), i);
+                for (int64_t i = 0; i < row; ++i) {
+                    const double value = kv_element(state, bytes.data(), i);
+                    sum += value * value;
+                }
             }
             const double rms = std::sqrt(sum / double(row * int64_t(probe[0].tokens.size())));
             state.history_scale.push_back(std::isfinite(rms) && rms > 0 ? float(rms) : 1.0f);
