@@ -41,6 +41,7 @@ struct DecodeAttentionParams {
     int block_tokens, block_shift;  // block_shift: log2(block_tokens) when a power of two, else -1
     int max_blocks;
     int n_split;                 // splits per (token, kv head); 1: no partials, no counters
+    hp_cuda_gemv::L2Prefetch prefetch;  // upcoming weights, prefetched into L2 before the wait (gemv.cuh)
 };
 
 // Positions covered by one warp step: 32 / (d_head / 8) per load, kFdUnroll loads.
@@ -81,6 +82,13 @@ struct FdShared {
     float weight[kFdMaxSplit][G];
     bool last;
 };
+
+// The cache row (in rows of n_head_kv * d_head elements) of position `at` of the sequence whose
+// block table is `table`: its paged block's entry times block_tokens plus the offset in the block.
+__device__ inline int64_t paged_row(const DecodeAttentionParams &p, const int32_t *table, int at) {
+    const int block = p.block_shift >= 0 ? at >> p.block_shift : at / p.block_tokens;
+    return int64_t(table[block]) * p.block_tokens + at - block * p.block_tokens;
+}
 
 // The end of a flash-decoding block once every warp has written its state to `sh`: the warps are
 // combined in warp order, then either the bf16 output is written (one split) or the split's
@@ -164,6 +172,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, PREFETCH || G > 4 ? 1 : HP_CUDA
     __shared__ FdShared<D, G> sh;
     static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
     hp_cuda_gemv::launch_dependents();  // the o_proj GEMV after it may start streaming its weights
+    if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
     hp_cuda_gemv::wait_for_previous_grid();
     const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -203,8 +212,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, PREFETCH || G > 4 ? 1 : HP_CUDA
     auto load_step = [&](int step, uint4 k_raw[kFdUnroll], uint4 v_raw[kFdUnroll]) {
         const int first = step * kStep;
         if (step_in_block) {
-            const int block = p.block_shift >= 0 ? first >> p.block_shift : first / p.block_tokens;
-            const int64_t step_row = (int64_t(table[block]) * p.block_tokens + first - block * p.block_tokens) * row_width;
+            const int64_t step_row = paged_row(p, table, first) * row_width;
 #pragma unroll
             for (int u = 0; u < kFdUnroll; ++u) {
                 k_raw[u] = load_kv(k_base + step_row + lane_row[u]);
@@ -214,9 +222,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, PREFETCH || G > 4 ? 1 : HP_CUDA
         }
 #pragma unroll
         for (int u = 0; u < kFdUnroll; ++u) {
-            const int at = min(first + u * kRowsPerLoad + sub, length - 1);
-            const int block = p.block_shift >= 0 ? at >> p.block_shift : at / p.block_tokens;
-            const int64_t row = (int64_t(table[block]) * p.block_tokens + at - block * p.block_tokens) * row_width;
+            const int64_t row = paged_row(p, table, min(first + u * kRowsPerLoad + sub, length - 1)) * row_width;
             k_raw[u] = load_kv(k_base + row);
             v_raw[u] = load_kv(v_base + row);
         }

@@ -89,6 +89,7 @@ __global__ void __launch_bounds__(kFdWarps * 32,
     constexpr int kKChunks = D / 32, kVChunks = D / 64, kOTiles = D / 8;
     __shared__ FdShared<D, G> sh;
     hp_cuda_gemv::launch_dependents();
+    if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
     hp_cuda_gemv::wait_for_previous_grid();
     const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -129,35 +130,20 @@ __global__ void __launch_bounds__(kFdWarps * 32,
     // As decode_attention_kernel's load_step: one table entry per step when the step lies in one
     // paged block, else a look-up per row with rows past the sequence clamped to its last one.
     const bool step_in_block = p.block_tokens % kMmaStep == 0;
-    auto row_offset = [&](int at) {
-        at = min(at, length - 1);
-        const int block = p.block_shift >= 0 ? at >> p.block_shift : at / p.block_tokens;
-        return (int64_t(table[block]) * p.block_tokens + at - block * p.block_tokens) * row_width;
-    };
     auto load_step = [&](int step, uint4 k_raw[2][kKChunks], uint4 v_raw[4][kVChunks]) {
         const int first = step * kMmaStep;
-        int64_t step_row = 0;
-        if (step_in_block) {
-            const int block = p.block_shift >= 0 ? first >> p.block_shift : first / p.block_tokens;
-            step_row = (int64_t(table[block]) * p.block_tokens + first - block * p.block_tokens) *
-                       row_width;
-        }
+        const int64_t step_row = step_in_block ? paged_row(p, table, first) * row_width : 0;
+        auto row = [&](int i) {  // of position first + i
+            return step_in_block ? step_row + i * row_width : paged_row(p, table, min(first + i, length - 1)) * row_width;
+        };
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            const int64_t row =
-                step_in_block ? step_row + k_row[j] * row_width : row_offset(first + k_row[j]);
+        for (int j = 0; j < 2; ++j)
 #pragma unroll
-            for (int k = 0; k < kKChunks; ++k)
-                k_raw[j][k] = load_kv(k_base + row + 8 * (c + 4 * k));
-        }
+            for (int k = 0; k < kKChunks; ++k) k_raw[j][k] = load_kv(k_base + row(k_row[j]) + 8 * (c + 4 * k));
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int64_t row =
-                step_in_block ? step_row + v_row[j] * row_width : row_offset(first + v_row[j]);
+        for (int j = 0; j < 4; ++j)
 #pragma unroll
-            for (int k = 0; k < kVChunks; ++k)
-                v_raw[j][k] = load_kv(v_base + row + 8 * (r + 8 * k));
-        }
+            for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = load_kv(v_base + row(v_row[j]) + 8 * (r + 8 * k));
     };
 
     // Head r: running max (base 2, quad-uniform), this thread's share of the sum.

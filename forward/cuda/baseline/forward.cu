@@ -34,6 +34,7 @@
 #include "gemv.cuh"
 #include "kernels.cuh"
 #include "knobs.h"
+#include "l2_prefetch.h"
 
 namespace {
 
@@ -75,7 +76,11 @@ struct Matrix {
 struct LayerMatrices {
     Matrix wq, wk, wv, wo, w_gate, w_up, w_down, router, shared_gate, shared_up, shared_down, shared_expert_gate;
     const __nv_bfloat16 **expert_tables = nullptr;  // device: gate[E], up[E], down[E]
+    uint64_t qkv_end = 0, o_end = 0, gate_up_end = 0, down_end = 0;  // ends of its GEMVs' weights in the WeightStream
 };
+
+constexpr uint64_t kL2Lookahead = uint64_t(HP_CUDA_L2_PREFETCH_MB) << 20;  // GEMVs' prefetch window past their own weights
+constexpr uint64_t kL2IdleLookahead = kL2Lookahead + (uint64_t(HP_CUDA_L2_PREFETCH_IDLE_MB) << 20);  // head and attention kernels'
 
 constexpr size_t kTokenSplits = 8192;  // capacity of the attention partials, in (token, split) pairs
 
@@ -97,6 +102,8 @@ struct BaselineState {
     int32_t *attn_counters = nullptr;  // flash-decoding split counters [kTokenSplits][n_head_kv], zero between steps
     Matrix lm_head;
     std::vector<LayerMatrices> layers;
+    WeightStream weight_stream;  // the L2 prefetch plan (l2_prefetch.h); empty: no prefetch
+    bool prefetch_step = false;  // this step prefetches (a dense decode step on the GEMV path)
     Activations act{};
     std::vector<void *> allocations;
     std::vector<void *> activation_allocations;
@@ -210,8 +217,10 @@ void rms_norm(BaselineState &state, const hp_tensor &weight, const int32_t *rows
 // Decode GEMV only: with `norm` the input x holds the folded norm's operand (rows norm->rows) and
 // the result is scaled by 1/rms; with `norm_out` (accumulate) the GEMV also writes the next
 // norm's a.h and a.sum_sq for that weight.
+// `prefetch_front`: with an L2 prefetch plan, the end of w's bytes in the weight stream.
 bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, float *y, int n_row, bool accumulate,
-             const hp_tensor *bias = nullptr, const FoldedNorm *norm = nullptr, const hp_tensor *norm_out = nullptr) {
+             const hp_tensor *bias = nullptr, const FoldedNorm *norm = nullptr, const hp_tensor *norm_out = nullptr,
+             uint64_t prefetch_front = 0) {
     if (n_row == 0) return true;
     if (!use_gemv(n_row)) {
         const bool ok = gemm(state, w, x, y, n_row, accumulate ? 1.0f : 0.0f);
@@ -224,6 +233,7 @@ bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, floa
     p.n_token = n_row;
     p.n_segment = 1;
     p.segment[0] = gemv_segment(w, y, bias);
+    if (state.prefetch_step && prefetch_front) p.prefetch = state.weight_stream.next(prefetch_front, kL2Lookahead);
     if (norm_out) {
         p.norm_out.h = state.act.h;
         p.norm_out.w = norm_out->data;
@@ -239,7 +249,7 @@ bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, floa
 // (HP_CUDA_GEMV_FUSE), else two projections and the SiLU kernel (gate and up as f32 scratch).
 // Decode GEMV only: with `norm` the input x holds the folded norm's operand (see project).
 bool gate_up(BaselineState &state, const Matrix &w_gate, const Matrix &w_up, const hp_tensor *b_gate, const hp_tensor *b_up,
-             const __nv_bfloat16 *x, int n_row, __nv_bfloat16 *act, const FoldedNorm *norm = nullptr) {
+             const __nv_bfloat16 *x, int n_row, __nv_bfloat16 *act, const FoldedNorm *norm = nullptr, uint64_t prefetch_front = 0) {
     if (n_row == 0) return true;
     const Activations &a = state.act;
     if (HP_CUDA_GEMV_FUSE && use_gemv(n_row)) {
@@ -250,6 +260,7 @@ bool gate_up(BaselineState &state, const Matrix &w_gate, const Matrix &w_up, con
         p.n_segment = 1;
         p.segment[0] = gemv_segment(w_gate, act, b_gate);
         p.segment[0].w2 = w_up.w;
+        if (state.prefetch_step && prefetch_front) p.prefetch = state.weight_stream.next(prefetch_front, kL2Lookahead);
         if (b_up && present(*b_up)) {
             p.segment[0].bias2 = b_up->data;
             p.segment[0].bias2_dtype = b_up->dtype;
@@ -278,6 +289,29 @@ bool as_matrix(BaselineState &state, const hp_tensor &tensor, Matrix &out) {
     to_bf16_kernel<<<blocks_for(std::min<int64_t>(n, 1 << 22), 256), 256, 0, state.stream>>>(tensor.dtype, tensor.data, copy, n);
     out.w = copy;
     return true;
+}
+
+// The weights of a dense decode step in GEMV order (l2_prefetch.h); models with MoE layers get no plan.
+void plan_weight_stream(BaselineState &state) {
+    const hp_config &c = state.model->config;
+    for (int layer = 0; layer < c.n_layer; ++layer) {
+        if (state.model->layers[layer].is_moe) return;
+    }
+    WeightStream &stream = state.weight_stream;
+    auto bytes = [](const Matrix &m) { return uint64_t(m.n_out) * uint64_t(m.n_in) * sizeof(__nv_bfloat16); };
+    for (LayerMatrices &m : state.layers) {
+        stream.add(m.wq.w, bytes(m.wq));
+        stream.add(m.wk.w, bytes(m.wk));
+        stream.add(m.wv.w, bytes(m.wv));
+        m.qkv_end = stream.size();
+        stream.add(m.wo.w, bytes(m.wo));
+        m.o_end = stream.size();
+        stream.add(m.w_gate.w, bytes(m.w_gate), m.w_up.w);
+        m.gate_up_end = stream.size();
+        stream.add(m.w_down.w, bytes(m.w_down));
+        m.down_end = stream.size();
+    }
+    stream.add(state.lm_head.w, bytes(state.lm_head));
 }
 
 int baseline_create(const hp_model *model, const hp_services *services, void **state_out) {
@@ -336,6 +370,7 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
              cudaMemcpyAsync(m.expert_tables, tables[size_t(layer)].data(), tables[size_t(layer)].size() * sizeof(void *),
                              cudaMemcpyHostToDevice, state->stream) == cudaSuccess;
     }
+    if (ok && hp_cuda_gemv::kL2Prefetch) plan_weight_stream(*state);
     ok = ok && reserve(*state, HP_CUDA_WORKSPACE_TOKENS) && cudaStreamSynchronize(state->stream) == cudaSuccess;
     if (!ok) return fail(HP_ERR_OUT_OF_MEMORY);
     *state_out = state;
@@ -353,6 +388,7 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / sqrtf(float(c.d_head)), block_tokens,
                             (block_tokens & (block_tokens - 1)) == 0 ? __builtin_ctz(unsigned(block_tokens)) : -1, batch.max_blocks_per_seq, 1};
     p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)));
+    if (state.prefetch_step) p.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
     const dim3 grid(c.n_head_kv, batch.n_token, p.n_split), block(kFdWarps * 32);
     auto launch = [&](auto kernel) {
         hp_cuda_gemv::launch_pdl(kernel, grid, block, 0, state.stream, p, static_cast<const float *>(state.act.q), batch.positions,
@@ -398,6 +434,7 @@ void launch_attention(BaselineState &state, const hp_batch &batch, int layer, in
         hp.q_norm = w.q_norm.data;
         hp.k_norm = w.k_norm.data;
     }
+    if (state.prefetch_step) hp.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
     const int head_threads = std::min(256, (c.d_head + 31) / 32 * 32);
     hp_cuda_gemv::launch_pdl(head_kernel<KV>, dim3(c.n_head + c.n_head_kv, batch.n_token), dim3(head_threads), 0, state.stream,
         hp, a.q, a.k, a.v, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer]);
@@ -473,6 +510,8 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
     // RMSNorm folded into the GEMVs (gemv.cuh): `folded` says a.h and a.sum_sq already hold the next
     // norm's operand and partial sums (written by the last residual GEMV).
     const bool fold = HP_CUDA_GEMV_NORM && use_gemv(n_token);
+    state.prefetch_step = state.weight_stream.size() > 0 && use_gemv(n_token);
+    state.weight_stream.restart();
     const FoldedNorm folded_norm;
     bool folded = false;
     for (int layer = 0; ok && layer < c.n_layer; ++layer) {
@@ -490,6 +529,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             p.segment[0] = gemv_segment(m.wq, a.q);
             p.segment[1] = gemv_segment(m.wk, a.k);
             p.segment[2] = gemv_segment(m.wv, a.v);
+            if (state.prefetch_step) p.prefetch = state.weight_stream.next(m.qkv_end, kL2Lookahead);
             hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
         } else {
             ok = project(state, m.wq, a.h, a.q, n_token, false, nullptr, attn_norm) &&
@@ -503,26 +543,28 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         }
         // o_proj folds the FFN norm when gate/up are GEMVs (MoE layers norm for the router and experts).
         folded = fold && !w.is_moe;
-        ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr);
+        ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr, m.o_end);
         if (!folded) rms_norm(state, w.ffn_norm, nullptr, n_token, a.h);
         if (w.is_moe) {
             ok = ok && moe(state, layer, n_token, out->expert_counts);
             continue;
         }
-        ok = ok && gate_up(state, m.w_gate, m.w_up, &w.b_gate, &w.b_up, a.h, n_token, a.act, folded ? &folded_norm : nullptr);
+        ok = ok && gate_up(state, m.w_gate, m.w_up, &w.b_gate, &w.b_up, a.h, n_token, a.act, folded ? &folded_norm : nullptr, m.gate_up_end);
         // down_proj folds the next layer's attention norm, or the output norm.
         const hp_tensor *next_norm = layer + 1 < c.n_layer ? &model.layers[layer + 1].attn_norm
                                      : batch->n_logit_row > 0 ? &model.output_norm : nullptr;
         folded = fold && next_norm;
-        ok = ok && project(state, m.w_down, a.act, a.x, n_token, true, &w.b_down, nullptr, folded ? next_norm : nullptr);
+        ok = ok && project(state, m.w_down, a.act, a.x, n_token, true, &w.b_down, nullptr, folded ? next_norm : nullptr, m.down_end);
     }
     if (batch->n_logit_row > 0) {
         const FoldedNorm logit_norm{batch->logit_rows};
         if (folded) {  // a.h holds every token's row: the lm_head reads the logit rows of it
-            ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false, nullptr, &logit_norm);
+            ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false, nullptr, &logit_norm, nullptr,
+                               state.weight_stream.size());
         } else {
             rms_norm(state, model.output_norm, batch->logit_rows, batch->n_logit_row, a.h);
-            ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false);
+            ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false, nullptr, nullptr, nullptr,
+                               state.weight_stream.size());
         }
     }
     if (const cudaError_t code = cudaGetLastError(); code != cudaSuccess) {

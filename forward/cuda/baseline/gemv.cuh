@@ -18,6 +18,11 @@
 // Any n_in works: rows whose length is not a multiple of 8 (or unaligned operands) take a path with
 // element loads. Launch shapes depend on n_token and the matrix shapes only (graph-capturable).
 //
+// Steps of at least HP_CUDA_GEMV_PIPELINE_MIN_TOKENS tokens run a pipelined variant: a warp issues
+// its next iteration's weight loads before this iteration's products (two register sets, of
+// HP_CUDA_GEMV_PIPELINE_UNROLL steps each), so a warp with several iterations keeps its loads in
+// flight without a gap at each iteration; otherwise a warp loads, waits, multiplies, loads.
+//
 // RMSNorm folded into the GEMVs on both sides of the residual (knob gemv_norm), so a dense decode
 // step needs no norm kernel after its first: the accumulate epilogue (o_proj, down_proj), which
 // writes the new residual x, also writes the next projection's operand h = bf16(x * norm_w) and,
@@ -25,6 +30,16 @@
 // its input and scales its result by 1/rms(x) = (sum of those partial sums / n_in + eps)^-1/2
 // before the bias (Params::x_sum_sq), summing the partials in a fixed order. Same math as
 // norm-then-project, except that the bf16 rounding comes before the 1/rms scale.
+//
+// L2 prefetch (knobs l2_prefetch_mb, l2_prefetch_idle_mb, l2_prefetch_bulk, gemv_l2_ahead, gemv_evict_first): a
+// batch-1 step is a chain of launches of which most leave DRAM idle part of the time (small
+// matrices, attention, the head kernel), so each launch can carry an L2Prefetch, ranges of weights
+// that later launches read, issued as L2 prefetches (prefetch.global.L2 per line, or bulk
+// cp.async.bulk.prefetch.L2; no registers) before griddepcontrol.wait; forward.cu plans the ranges as a window running ahead
+// of the weights in use. Inside a GEMV, each warp prefetches into L2 the weight slices of its
+// iteration gemv_l2_ahead ahead, so the loads of the next iteration are in flight while this one's
+// products run. With gemv_evict_first the streamed weight loads are marked L2 evict-first, so that
+// they push out each other rather than the prefetched lines still waiting for their reader.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -33,6 +48,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include <hotpass/forward_abi.h>
@@ -48,6 +64,18 @@ constexpr int kUnroll = HP_CUDA_GEMV_UNROLL;  // steps of 32 inputs per warp ite
 constexpr int kTileRows = 16;                 // output rows per block (the m16n8k16 product's M)
 constexpr int kMaxTokens = 64;                // tokens per pass (8 tiles of 8)
 constexpr int kMaxSegments = 3;
+// Steps of at least this many tokens (0: none) run the pipelined kernel: iteration i + 1's weight
+// loads before iteration i's products, HP_CUDA_GEMV_PIPELINE_UNROLL steps of 32 inputs per iteration.
+constexpr int kPipelineMinTokens = HP_CUDA_GEMV_PIPELINE_MIN_TOKENS;
+__host__ __device__ constexpr int unroll_of(bool pipeline) { return pipeline ? HP_CUDA_GEMV_PIPELINE_UNROLL : kUnroll; }
+constexpr int kL2Ahead = HP_CUDA_GEMV_L2_AHEAD;  // iterations ahead of the loads that a warp prefetches into L2 (0: none)
+
+// Byte ranges of weights (read-only for the whole step) to pull into L2; empty ranges are skipped.
+struct L2Prefetch {
+    static constexpr int kMaxRanges = 8;
+    const void *ptr[kMaxRanges] = {};
+    uint32_t bytes[kMaxRanges] = {};
+};
 
 struct Segment {
     const __nv_bfloat16 *w = nullptr;   // bf16 [n_out][n_in]
@@ -75,6 +103,7 @@ struct Params {
     int n_sum_sq = 0;                   //   y = (W x) / sqrt(sum / n_in + norm_eps) (+ bias)
     float norm_eps = 0.0f;
     NormOut norm_out;                   // kAccumulate, single segment only
+    L2Prefetch prefetch;                // issued by the whole grid before it waits for the previous kernel
     int n_in = 0, n_token = 0, n_segment = 0;
     Segment segment[kMaxSegments];
 };
@@ -89,14 +118,57 @@ __device__ inline float load_bias(hp_dtype dtype, const void *bias, int i) {
     return 0.0f;
 }
 
-// Weights are read once per step: skip L1 (the activations live there).
+// Weights are read once per step: skip L1 (the activations live there); with HP_CUDA_GEMV_EVICT_FIRST
+// also mark them first to go from L2 (they are not read again in this step).
 __device__ inline uint4 load_stream(const void *ptr) {
     uint4 v;
+#if HP_CUDA_GEMV_EVICT_FIRST && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint64_t policy;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(ptr), "l"(policy));
+#else
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(ptr));
+#endif
     return v;
 }
+
+// Pulls [ptr, ptr + bytes) into L2 without waiting (bytes a multiple of 16, ptr 16-byte aligned):
+// HP_CUDA_L2_PREFETCH_BULK one cp.async.bulk.prefetch.L2 (the copy engine), else one
+// prefetch.global.L2 per 128-byte line from this thread.
+__device__ inline void prefetch_l2_range(const void *ptr, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (HP_CUDA_L2_PREFETCH_BULK) {
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
+    } else {
+        for (uint32_t at = 0; at < bytes; at += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char *>(ptr) + at));
+    }
+#endif
+}
+
+// This thread's share of `prefetch`, split into kL2Chunk-byte pieces over the n_part parts (blocks)
+// of blockDim.x threads; `part` is the calling block's index among them. Ranges are trimmed to
+// 16-byte boundaries.
+constexpr uint32_t kL2Chunk = HP_CUDA_L2_PREFETCH_BULK ? 16384 : 128;
+constexpr bool kL2Prefetch = HP_CUDA_L2_PREFETCH_MB > 0 || HP_CUDA_L2_PREFETCH_IDLE_MB > 0;
+__device__ inline void prefetch_l2(const L2Prefetch &prefetch, unsigned part, unsigned n_part) {
+    const unsigned thread = part * blockDim.x + threadIdx.x, n_thread = n_part * blockDim.x;
+#pragma unroll
+    for (int r = 0; r < L2Prefetch::kMaxRanges; ++r) {
+        const uintptr_t begin = (reinterpret_cast<uintptr_t>(prefetch.ptr[r]) + 15) & ~uintptr_t(15);
+        const uintptr_t end = (reinterpret_cast<uintptr_t>(prefetch.ptr[r]) + prefetch.bytes[r]) & ~uintptr_t(15);
+        if (!prefetch.ptr[r] || end <= begin) continue;
+        const uint32_t bytes = uint32_t(end - begin), n_chunk = (bytes + kL2Chunk - 1) / kL2Chunk;
+        for (uint32_t c = thread; c < n_chunk; c += n_thread) {
+            prefetch_l2_range(reinterpret_cast<const void *>(begin + uintptr_t(c) * kL2Chunk), min(kL2Chunk, bytes - c * kL2Chunk));
+        }
+    }
+}
+__device__ inline unsigned linear_block() { return (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x; }
+__device__ inline unsigned grid_blocks() { return gridDim.x * gridDim.y * gridDim.z; }
 
 // Elements [8c, 8c + 8) of a bf16 row of n as one uint4: one 16-byte load, or element loads with
 // zeros past n (rows of any length and alignment).
@@ -165,9 +237,9 @@ __device__ inline void mma_16816(float c[4], uint32_t a0, uint32_t a1, uint32_t 
 // tensor cores. NB tiles of 8 tokens share every weight load. Partial sums: warps in a block through
 // shared memory, blocks of the cluster through distributed shared memory, both in a fixed order.
 // NORM: the result is scaled by 1/rms from x_sum_sq (see the top of the file).
-template <int NB, int EPI, bool VEC, bool NORM>
+template <int NB, int EPI, bool VEC, bool NORM, bool PIPE>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
-    constexpr int M = EPI == kSiluMul ? 2 : 1;
+    constexpr int M = EPI == kSiluMul ? 2 : 1, U = unroll_of(PIPE);
     constexpr int NT = NB * 8, kStride = kTileRows + 1;  // reduce_s row stride, padded against bank conflicts
     constexpr int kTokensPerWarp = (NT + kWarps - 1) / kWarps;
     __shared__ float reduce_s[kWarps][NT * kStride];
@@ -220,24 +292,53 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
             for (int i = 0; i < 4; ++i) acc[m][nb][i] = 0.0f;
 
     launch_dependents();
-    bool waited = false;
-    for (int s0 = split * kUnroll; s0 < n_step; s0 += n_split * kUnroll) {
-        uint4 a[M][2][kUnroll];
+    if (kL2Prefetch) prefetch_l2(p.prefetch, linear_block(), grid_blocks());
+    // kL2Ahead: the warp's weight slices (U * 64 contiguous bytes per row, 16 rows per
+    // matrix) of its iteration `ahead` iterations on: with bulk prefetches lane l < 16 M takes row
+    // l % 16 of matrix l / 16, else the lanes take the slices' 128-byte lines in turn.
+    auto prefetch_ahead = [&](int s0, int ahead) {
+        if constexpr (VEC && kL2Ahead > 0) {
+            const int s = s0 + ahead * n_split * U;
+            if (s >= n_step) return;
+            const int begin = s * 32, end = min(n_in, (s + U) * 32);
+            constexpr int kLines = HP_CUDA_L2_PREFETCH_BULK ? 1 : (U * 64 + 127) / 128;  // per row
+            for (int i = lane; i < 16 * M * kLines; i += 32) {
+                const int row = min(row0 + (i / kLines) % 16, seg.n_out - 1), line = i % kLines;
+                const __nv_bfloat16 *w = (M == 2 && i >= 16 * kLines ? seg.w2 : seg.w) + int64_t(row) * n_in;
+                if (HP_CUDA_L2_PREFETCH_BULK) prefetch_l2_range(w + begin, uint32_t(end - begin) * 2u);
+                else if (begin + line * 64 < end) prefetch_l2_range(w + begin + line * 64, 16);
+            }
+        }
+    };
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
+    for (int ahead = 1; ahead < kL2Ahead; ++ahead) prefetch_ahead(split * U, ahead);
+    bool waited = false;
+    const int first_step = split * U, stride = n_split * U;
+    uint4 a[M][2][U];  // this iteration's weights
+    auto load_weights = [&](uint4 (&dst)[M][2][U], int s0) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
             const int c = min((s0 + u) * 4 + q, n_chunk - 1);  // clamped; its activations are zero
 #pragma unroll
             for (int m = 0; m < M; ++m)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) a[m][h][u] = load_chunk<VEC, true>(w_row[m][h], c, n_in);
+                for (int h = 0; h < 2; ++h) dst[m][h][u] = load_chunk<VEC, true>(w_row[m][h], c, n_in);
         }
+    };
+    if (PIPE && first_step < n_step) load_weights(a, first_step);
+    for (int s0 = first_step; s0 < n_step; s0 += stride) {
+        uint4 next[M][2][U];  // PIPE: the next iteration's weights, in flight during this one's products
+        const bool more = s0 + stride < n_step;
+        if (!PIPE) load_weights(a, s0);
+        else if (more) load_weights(next, s0 + stride);
+        prefetch_ahead(s0, kL2Ahead);
         if (!waited) {  // the activations (and a residual) are the previous kernel's output
             wait_for_previous_grid();
             waited = true;
             load_sum_sq();
         }
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
+        for (int u = 0; u < U; ++u) {
             if (s0 + u >= n_step) break;
             const int c = (s0 + u) * 4 + q;
 #pragma unroll
@@ -249,6 +350,14 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
                     mma_16816(acc[m][nb], a[m][0][u].z, a[m][1][u].z, a[m][0][u].w, a[m][1][u].w, b.z, b.w);
                 }
             }
+        }
+        if (PIPE && more) {
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+#pragma unroll
+                for (int m = 0; m < M; ++m)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) a[m][h][u] = next[m][h][u];
         }
     }
     if (!waited) {
@@ -335,20 +444,20 @@ inline bool aligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr)
 // Blocks per cluster for a step: the fewest (a power of two up to HP_CUDA_GEMV_MAX_CLUSTER) that
 // give at least HP_CUDA_GEMV_TARGET_WARPS warps over all tiles, but no more than leaves every warp
 // one full iteration of the input loop (small matrices are latency-bound: spread them out).
-inline int cluster_size(int tiles, int n_in) {
+inline int cluster_size(int tiles, int n_in, int unroll) {
     const int n_step = ((n_in + 7) / 8 + 3) / 4;
     int size = 1;
     while (size < HP_CUDA_GEMV_MAX_CLUSTER && int64_t(tiles) * size * kWarps < HP_CUDA_GEMV_TARGET_WARPS &&
-           2 * size * kWarps * kUnroll <= n_step) {
+           2 * size * kWarps * unroll <= n_step) {
         size *= 2;
     }
     return size;
 }
 
-template <int NB, int EPI>
+template <int NB, int EPI, bool PIPE>
 void launch_tokens(const Params &p, dim3 grid, bool vec, cudaStream_t stream) {
-    void (*kernel)(Params) = p.x_sum_sq ? (vec ? gemv_kernel<NB, EPI, true, true> : gemv_kernel<NB, EPI, false, true>)
-                                        : (vec ? gemv_kernel<NB, EPI, true, false> : gemv_kernel<NB, EPI, false, false>);
+    void (*kernel)(Params) = p.x_sum_sq ? (vec ? gemv_kernel<NB, EPI, true, true, PIPE> : gemv_kernel<NB, EPI, false, true, PIPE>)
+                                        : (vec ? gemv_kernel<NB, EPI, true, false, PIPE> : gemv_kernel<NB, EPI, false, false, PIPE>);
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = dim3(kWarps * 32);
@@ -378,13 +487,20 @@ void launch(Params p, cudaStream_t stream) {
         vec = vec && aligned16(p.segment[s].w) && (EPI != kSiluMul || aligned16(p.segment[s].w2));
     }
     const int nb = p.n_token <= 8 ? 1 : p.n_token <= 16 ? 2 : p.n_token <= 32 ? 4 : 8;
-    const dim3 grid(unsigned(cluster_size(tiles, p.n_in)), unsigned(tiles), unsigned((p.n_token + 8 * nb - 1) / (8 * nb)));
-    switch (nb) {
-        case 1: launch_tokens<1, EPI>(p, grid, vec, stream); break;
-        case 2: launch_tokens<2, EPI>(p, grid, vec, stream); break;
-        case 4: launch_tokens<4, EPI>(p, grid, vec, stream); break;
-        default: launch_tokens<8, EPI>(p, grid, vec, stream); break;
+    auto go = [&](auto pipeline) {
+        constexpr bool PIPE = decltype(pipeline)::value;
+        const dim3 grid(unsigned(cluster_size(tiles, p.n_in, unroll_of(PIPE))), unsigned(tiles), unsigned((p.n_token + 8 * nb - 1) / (8 * nb)));
+        switch (nb) {
+            case 1: launch_tokens<1, EPI, PIPE>(p, grid, vec, stream); break;
+            case 2: launch_tokens<2, EPI, PIPE>(p, grid, vec, stream); break;
+            case 4: launch_tokens<4, EPI, PIPE>(p, grid, vec, stream); break;
+            default: launch_tokens<8, EPI, PIPE>(p, grid, vec, stream); break;
+        }
+    };
+    if constexpr (kPipelineMinTokens > 0) {
+        if (p.n_token >= kPipelineMinTokens) return go(std::true_type{});
     }
+    go(std::false_type{});
 }
 
 }  // namespace hp_cuda_gemv

@@ -115,6 +115,7 @@ struct HeadParams {
     const void *q_norm, *k_norm;         // optional
     const float *inv_freq;               // [d_head / 2]
     int block_tokens, max_blocks;
+    hp_cuda_gemv::L2Prefetch prefetch;   // upcoming weights, prefetched into L2 before the wait (gemv.cuh)
 };
 
 // One block of 32..256 threads per (head, token), heads = n_head q heads then n_head_kv kv heads:
@@ -125,6 +126,7 @@ __global__ void head_kernel(HeadParams p, float *q, const float *k, const float 
     __shared__ float head[kMaxHeadDim];
     __shared__ float v_head[kMaxHeadDim];
     hp_cuda_gemv::launch_dependents();
+    if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
     hp_cuda_gemv::wait_for_previous_grid();
     const int hh = blockIdx.x, t = blockIdx.y, d = p.d_head, half = d / 2;
     const bool is_q = hh < p.n_head;

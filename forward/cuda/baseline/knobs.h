@@ -71,6 +71,27 @@
 #ifndef HP_CUDA_PDL
 #define HP_CUDA_PDL 1
 #endif
+#ifndef HP_CUDA_L2_PREFETCH_MB
+#define HP_CUDA_L2_PREFETCH_MB 0
+#endif
+#ifndef HP_CUDA_L2_PREFETCH_IDLE_MB
+#define HP_CUDA_L2_PREFETCH_IDLE_MB 0
+#endif
+#ifndef HP_CUDA_L2_PREFETCH_BULK
+#define HP_CUDA_L2_PREFETCH_BULK 0
+#endif
+#ifndef HP_CUDA_GEMV_PIPELINE_MIN_TOKENS
+#define HP_CUDA_GEMV_PIPELINE_MIN_TOKENS 8
+#endif
+#ifndef HP_CUDA_GEMV_PIPELINE_UNROLL
+#define HP_CUDA_GEMV_PIPELINE_UNROLL 2
+#endif
+#ifndef HP_CUDA_GEMV_L2_AHEAD
+#define HP_CUDA_GEMV_L2_AHEAD 0
+#endif
+#ifndef HP_CUDA_GEMV_EVICT_FIRST
+#define HP_CUDA_GEMV_EVICT_FIRST 0
+#endif
 #ifndef HP_CUDA_WORKSPACE_TOKENS
 #define HP_CUDA_WORKSPACE_TOKENS 256
 #endif
@@ -98,4 +119,10 @@ static_assert(HP_CUDA_GEMV_TARGET_WARPS >= 1, "gemv_target_warps: positive");
 static_assert(HP_CUDA_GEMV_FUSE == 0 || HP_CUDA_GEMV_FUSE == 1, "gemv_fuse: 0 or 1");
 static_assert(HP_CUDA_GEMV_NORM == 0 || HP_CUDA_GEMV_NORM == 1, "gemv_norm: 0 or 1");
 static_assert(HP_CUDA_PDL == 0 || HP_CUDA_PDL == 1, "pdl: 0 or 1");
+static_assert(HP_CUDA_L2_PREFETCH_MB >= 0 && HP_CUDA_L2_PREFETCH_IDLE_MB >= 0, "l2_prefetch_mb, l2_prefetch_idle_mb: 0 or more");
+static_assert(HP_CUDA_L2_PREFETCH_BULK == 0 || HP_CUDA_L2_PREFETCH_BULK == 1, "l2_prefetch_bulk: 0 or 1");
+static_assert(HP_CUDA_GEMV_PIPELINE_MIN_TOKENS >= 0, "gemv_pipeline_min_tokens: 0 (never) or more");
+static_assert(HP_CUDA_GEMV_PIPELINE_UNROLL >= 1 && HP_CUDA_GEMV_PIPELINE_UNROLL <= 8, "gemv_pipeline_unroll: 1..8");
+static_assert(HP_CUDA_GEMV_L2_AHEAD >= 0 && HP_CUDA_GEMV_L2_AHEAD <= 4, "gemv_l2_ahead: 0..4");
+static_assert(HP_CUDA_GEMV_EVICT_FIRST == 0 || HP_CUDA_GEMV_EVICT_FIRST == 1, "gemv_evict_first: 0 or 1");
 static_assert(HP_CUDA_WORKSPACE_TOKENS >= 1, "workspace_tokens must be positive");
