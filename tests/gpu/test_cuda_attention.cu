@@ -8,7 +8,8 @@
 // steps: empty splits), and paged blocks of 16 and 8 tokens (warp steps across blocks). Cache rows
 // that no sequence holds are NaN. Outputs are poisoned first; a second run must give the same bits
 // (fixed reduction order whatever block finishes last) and proves the split counters were reset.
-// Built with the plugin's knob values.
+// Cases with an odd seed also hand the kernel L2 prefetch ranges (gemv.cuh). Built with the
+// plugin's knob values.
 //
 // Tolerance: the output is rounded to bf16 (2^-9 relative) after float32 dot products (the
 // tensor-core kernel: 16-bit hi + lo parts of q and p, float32 accumulation), base-2 exponentials
@@ -24,49 +25,12 @@
 #include <vector>
 
 #include "../../forward/cuda/baseline/attention_mma.cuh"
+#include "cuda_test_util.h"
 
 namespace {
 
+using namespace hp_cuda_test;
 namespace base = hp_cuda_baseline;
-
-bool have_device() {
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-uint16_t to_bf16_bits(float value) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, 4);
-    return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-float from_bf16_bits(uint16_t bits) {
-    const uint32_t wide = uint32_t(bits) << 16;
-    float value;
-    std::memcpy(&value, &wide, 4);
-    return value;
-}
-// IEEE half from float (round to nearest even; |value| well inside the normal range here).
-uint16_t to_f16_bits(float value) {
-    const __half h = __float2half_rn(value);
-    uint16_t bits;
-    std::memcpy(&bits, &h, 2);
-    return bits;
-}
-float from_f16_bits(uint16_t bits) {
-    __half_raw raw;
-    raw.x = bits;
-    return __half2float(__half(raw));
-}
-
-template <class T>
-T *upload(const std::vector<T> &host) {
-    void *ptr = nullptr;
-    if (cudaMalloc(&ptr, host.size() * sizeof(T) + 16) != cudaSuccess) return nullptr;
-    cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
-    return static_cast<T *>(ptr);
-}
 
 struct Case {
     int n_token, n_head, n_head_kv, d_head;
@@ -192,6 +156,12 @@ void run_case(const Case &c, uint32_t seed) {
     __nv_bfloat16 *out_d = reinterpret_cast<__nv_bfloat16 *>(upload(std::vector<uint16_t>(n_out, 0x7fc0)));  // bf16 NaN
     CHECK_CUDA(cudaMalloc(&partial_d, size_t(c.n_token) * c.n_head * p.n_split * (d + 2) * sizeof(float)));
     ASSERT_TRUE(q_d && positions_d && token_seq_d && tables_d && k_d && v_d && counters_d && out_d);
+    if (seed % 2 == 1) {  // L2 prefetch ranges before the wait (as forward.cu's plan hands it): results unchanged
+        p.prefetch.ptr[0] = reinterpret_cast<const char *>(k_d) + 6;
+        p.prefetch.bytes[0] = uint32_t(k_bits.size() * 2 - 6);
+        p.prefetch.ptr[1] = v_d;
+        p.prefetch.bytes[1] = uint32_t(v_bits.size() * 2);
+    }
     const dim3 grid(c.n_head_kv, c.n_token, p.n_split);
     auto run = [&] {
         if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);

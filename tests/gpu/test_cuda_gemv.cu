@@ -17,6 +17,13 @@
 // the accumulate epilogue must also write bf16(y * norm_w) (held to the bf16 rounding of the host
 // value, 2^-8, plus the bound times |norm_w|) and per 16-row tile the sum of y^2 of its own output
 // (1e-5 relative).
+//
+// L2 prefetch (gemv.cuh, l2_prefetch.h): every case runs with the plugin's gemv_l2_ahead and
+// gemv_evict_first; cases with `prefetch` also hand the launch L2 prefetch ranges (unaligned, odd
+// sizes, over its own weights and input) that must leave the results unchanged. The host-side
+// plan (WeightStream) is checked without a device: successive windows ask for no weight byte
+// twice, only bytes past the asking launch's front, all of them past the first front when the
+// window reaches the end, within kMaxRanges ranges, gate and up side by side.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,29 +35,13 @@
 #include <vector>
 
 #include "../../forward/cuda/baseline/gemv.cuh"
+#include "../../forward/cuda/baseline/l2_prefetch.h"
+#include "cuda_test_util.h"
 
 namespace {
 
+using namespace hp_cuda_test;
 namespace gemv = hp_cuda_gemv;
-
-bool have_device() {
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-uint16_t to_bf16_bits(float value) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, 4);
-    return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);  // round to nearest even (finite inputs)
-}
-float from_bf16_bits(uint16_t bits) {
-    const uint32_t wide = uint32_t(bits) << 16;
-    float value;
-    std::memcpy(&value, &wide, 4);
-    return value;
-}
 
 struct Bf16Buffer {
     std::vector<uint16_t> host;
@@ -66,15 +57,6 @@ Bf16Buffer random_bf16(std::mt19937 &rng, size_t n, float scale) {
     return b;
 }
 
-template <class T>
-T *upload(const std::vector<T> &host, size_t offset_elements = 0) {
-    void *ptr = nullptr;
-    if (cudaMalloc(&ptr, (host.size() + offset_elements) * sizeof(T) + 16) != cudaSuccess) return nullptr;
-    T *at = static_cast<T *>(ptr) + offset_elements;
-    cudaMemcpy(at, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
-    return at;
-}
-
 struct Case {
     int n_in, n_token, epilogue;
     std::vector<int> n_out;  // one entry per segment
@@ -83,6 +65,7 @@ struct Case {
     bool norm_in = false;     // scale by 1/rms from random partial sums of x^2 (13 per row)
     bool rows = false;        // with norm_in: token t reads input row rows[t] of a larger, shuffled set
     bool norm_out = false;    // kAccumulate: also write bf16(y * norm_w) and the tiles' sums of y^2
+    bool prefetch = false;    // L2 prefetch ranges over the launch's own weights and input
 };
 
 std::string describe(const Case &c) {
@@ -90,7 +73,7 @@ std::string describe(const Case &c) {
                        std::to_string(c.epilogue) + ", n_out";
     for (int n : c.n_out) text += " " + std::to_string(n);
     return text + (c.misaligned ? ", misaligned" : "") + (c.bias ? ", bias" : "") + (c.norm_in ? ", norm in" : "") + (c.rows ? ", rows" : "") +
-           (c.norm_out ? ", norm out" : "");
+           (c.norm_out ? ", norm out" : "") + (c.prefetch ? ", prefetch" : "");
 }
 
 void run_case(const Case &c, uint32_t seed) {
@@ -176,6 +159,16 @@ void run_case(const Case &c, uint32_t seed) {
         }
         ASSERT_NE(seg.y, nullptr);
         outputs[s] = seg.y;
+    }
+    if (c.prefetch) {  // odd sizes, unaligned starts: the kernel trims them to 16-byte boundaries
+        for (int s = 0; s < n_seg && 2 * s + 1 < gemv::L2Prefetch::kMaxRanges; ++s) {
+            p.prefetch.ptr[2 * s] = reinterpret_cast<const char *>(p.segment[s].w) + 3;
+            p.prefetch.bytes[2 * s] = uint32_t(size_t(c.n_out[s]) * c.n_in * 2 - 5);
+            p.prefetch.ptr[2 * s + 1] = p.segment[s].w2;
+            p.prefetch.bytes[2 * s + 1] = p.segment[s].w2 ? uint32_t(size_t(c.n_out[s]) * c.n_in * 2) : 0;
+        }
+        p.prefetch.ptr[gemv::L2Prefetch::kMaxRanges - 1] = p.x;
+        p.prefetch.bytes[gemv::L2Prefetch::kMaxRanges - 1] = uint32_t(size_t(n_rows) * c.n_in * 2);
     }
     auto launch = [&] {
         if (c.epilogue == gemv::kStore) gemv::launch<gemv::kStore>(p, nullptr);
@@ -351,6 +344,95 @@ TEST(CudaGemv, FoldedNormMatchesHostMath) {
         head.rows = true;
         run_case(head, seed++);
     }
+}
+
+TEST(CudaGemv, L2PrefetchRangesLeaveResultsUnchanged) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_token : {1, 8, 33}) {
+        for (int epilogue : {gemv::kStore, gemv::kAccumulate, gemv::kSiluMul}) {
+            Case c{epilogue == gemv::kAccumulate ? 8192 : 2048, n_token, epilogue, {epilogue == gemv::kStore ? 1003 : 517}, true};
+            c.prefetch = true;
+            c.norm_in = epilogue != gemv::kAccumulate;
+            run_case(c, seed++);
+        }
+        Case qkv{2056, n_token, gemv::kStore, {2048, 512, 520}, false};
+        qkv.prefetch = true;
+        run_case(qkv, seed++);
+        Case odd{1000, n_token, gemv::kStore, {77}, true, true};  // element path: no per-iteration prefetch
+        odd.prefetch = true;
+        run_case(odd, seed++);
+    }
+}
+
+// The plan of l2_prefetch.h: windows asked for in step order ask for each byte at most once.
+TEST(CudaGemv, WeightStreamAsksForEachByteOnce) {
+    namespace base = hp_cuda_baseline;
+    std::vector<char> arena(size_t(1) << 20);
+    char *at = arena.data();
+    auto take = [&](size_t bytes) { char *ptr = at; at += bytes; return ptr; };
+    struct Weight { const char *ptr, *ptr2; uint64_t bytes; };
+    std::vector<Weight> weights;
+    base::WeightStream stream;
+    std::vector<uint64_t> fronts;
+    for (int layer = 0; layer < 3; ++layer) {  // q, k, v (contiguous), o, gate/up (elsewhere), down
+        for (size_t bytes : {4096u, 1024u, 1024u, 4096u}) weights.push_back({take(bytes), nullptr, bytes});
+        const char *gate = take(16384);
+        take(512);
+        weights.push_back({gate, take(16384), 16384});
+        weights.push_back({take(8192), nullptr, 8192});
+        for (size_t w = weights.size() - 6; w < weights.size(); ++w) {
+            stream.add(weights[w].ptr, weights[w].bytes, weights[w].ptr2);
+            if (w != weights.size() - 6 && w != weights.size() - 5) fronts.push_back(stream.size());
+        }
+    }
+    weights.push_back({take(65536), nullptr, 65536});
+    stream.add(weights.back().ptr, weights.back().bytes);
+    fronts.push_back(stream.size());
+    // Which stream offset each weight byte has (-1: none), to check the windows against the fronts.
+    std::vector<int64_t> offset(arena.size(), -1);
+    for (size_t w = 0, at_stream = 0; w < weights.size(); ++w) {
+        for (uint64_t i = 0; i < weights[w].bytes; ++i) {
+            offset[size_t(weights[w].ptr - arena.data()) + i] = int64_t(at_stream + (weights[w].ptr2 ? 2 * i : i));
+            if (weights[w].ptr2) offset[size_t(weights[w].ptr2 - arena.data()) + i] = int64_t(at_stream + 2 * i + 1);
+        }
+        at_stream += weights[w].ptr2 ? 2 * weights[w].bytes : weights[w].bytes;
+    }
+    for (uint64_t lookahead : {uint64_t(0), uint64_t(3000), uint64_t(20000), uint64_t(1) << 30}) {
+        SCOPED_TRACE("lookahead " + std::to_string(lookahead));
+        std::vector<int> seen(arena.size(), 0);
+        stream.restart();
+        uint64_t asked = 0;
+        auto take_window = [&](uint64_t front, uint64_t ahead) {
+            const gemv::L2Prefetch prefetch = stream.next(front, ahead);
+            for (int r = 0; r < gemv::L2Prefetch::kMaxRanges; ++r) {
+                const char *ptr = static_cast<const char *>(prefetch.ptr[r]);
+                for (uint32_t i = 0; ptr && i < prefetch.bytes[r]; ++i) {
+                    const size_t byte = size_t(ptr - arena.data()) + i;
+                    ++seen[byte];
+                    EXPECT_GE(offset[byte] + 1, int64_t(front)) << "a byte before the front";
+                    EXPECT_LT(offset[byte], int64_t(front + ahead) + 1) << "a byte past the window";
+                }
+                asked += ptr ? prefetch.bytes[r] : 0;
+            }
+        };
+        for (uint64_t front : fronts) {
+            take_window(front, lookahead + 777);  // an idle kernel's window, then the GEMV's
+            take_window(front, lookahead);
+        }
+        for (int pass = 0; pass < 64 && lookahead > stream.size(); ++pass) take_window(fronts.front(), lookahead);  // windows stopped at kMaxRanges
+        for (size_t byte = 0; byte < arena.size(); ++byte) ASSERT_LE(seen[byte], 1) << "byte " << byte << " asked for twice";
+        if (lookahead > stream.size()) EXPECT_EQ(asked, stream.size() - fronts.front());  // everything past the first front
+    }
+    // A window starts at the front and ends where asked, gate and up advancing together.
+    stream.restart();
+    const gemv::L2Prefetch first = stream.next(4096 + 2048, 4096 + 1000);  // o, then 1000 stream bytes of gate/up
+    ASSERT_EQ(first.ptr[0], weights[3].ptr);
+    EXPECT_EQ(first.bytes[0], 4096u + 500u);  // o and the start of gate are contiguous: one range
+    EXPECT_EQ(first.ptr[1], weights[4].ptr2);
+    EXPECT_EQ(first.bytes[1], 500u);
+    EXPECT_EQ(first.ptr[2], nullptr);
 }
 
 TEST(CudaGemv, UnalignedOperandsTakeTheElementPath) {
