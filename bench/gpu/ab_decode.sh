@@ -26,7 +26,7 @@ export LD_LIBRARY_PATH="$STAGE/runtime-libs:/usr/local/cuda/lib64:${LD_LIBRARY_P
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 
 if [ "${HOTPASS_AB_SKIP_TESTS:-0}" != 1 ]; then
-  for t in test_cuda_attention test_cuda_gemv test_cuda_baseline; do
+  for t in test_cuda_attention test_cuda_gemv test_cuda_gemv_l2 test_cuda_baseline; do
     [ -x "$STAGE/bin/$t" ] || { echo "not staged: $t"; continue; }
     timeout 300 "$STAGE/bin/$t" --gtest_color=no > "$OUT_DIR/$t.log" 2>&1
     echo "$t: exit $? $(grep -c '^\[       OK \]' "$OUT_DIR/$t.log") ok, $(grep -c '^\[  FAILED  \] .*\.' "$OUT_DIR/$t.log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$OUT_DIR/$t.log") skipped"
