@@ -100,6 +100,7 @@ struct Case {
     bool misaligned = false; // expert matrices one element past a 16-byte boundary
     int n_physical = 16;     // distinct weight sets; expert e uses set e % n_physical (keeps host memory small)
     bool single_token = false;  // n_token 1: the one-token down kernel accumulates into x (next_norm: folded, gemv.cuh's NormOut)
+    int down_tiles = 1;         // 16-row tiles per block of the grouped down
 };
 
 std::string describe(const Case &c) {
@@ -107,7 +108,8 @@ std::string describe(const Case &c) {
     return "n_token " + std::to_string(c.n_token) + ", experts " + std::to_string(c.n_expert) + " top-" + std::to_string(c.k) + ", d_model " +
            std::to_string(c.d_model) + ", d_ff " + std::to_string(c.d_ff) + ", " + routing + (c.norm_topk_prob ? ", norm_topk" : "") +
            (c.folded ? ", folded norm" : "") + (c.shared ? ", shared" : "") + (c.next_norm ? ", next norm" : "") +
-           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "");
+           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") +
+           (c.down_tiles > 1 ? ", down tiles " + std::to_string(c.down_tiles) : "");
 }
 
 // Router logits: per token a ladder 0, -0.05, -0.1, ... assigned to experts in a random order
@@ -196,6 +198,7 @@ void run_case(const Case &c, uint32_t seed) {
     s.up = table + E;
     s.down = table + 2 * E;
     s.vec = aligned;
+    s.down_tiles = c.down_tiles;
     s.h = reinterpret_cast<const __nv_bfloat16 *>(arena.upload(h.host));
     s.d_model = D;
     s.d_ff = F;
@@ -410,6 +413,9 @@ TEST(CudaMoe, GroupedExpertsMatchHostMath) {
         {1, 128, 8, 2048, 768, Routing::random, true, true, false, true, false, 16, true},
         {1, 8, 8, 70, 40, Routing::random, false, true, false, true, false, 16, true},
         {1, 16, 3, 256, 100, Routing::random, true, false, false, false, true, 16, true},
+        // the grouped down taking several 16-row tiles per block (tiles not a multiple of it)
+        {32, 128, 8, 2048, 768, Routing::random, true, true, false, true, false, 16, false, 4},
+        {9, 16, 4, 200, 72, Routing::skewed, false, false, true, true, true, 16, false, 3},
     };
     uint32_t seed = 1;
     for (const Case &c : cases) run_case(c, seed++);

@@ -483,6 +483,7 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
         step.act = a.expert_act;
         step.out = a.expert_out;
         step.x = a.x;
+        step.down_tiles = n_token >= HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS ? HP_CUDA_MOE_DOWN_TILES : 1;
         step.single_token = HP_CUDA_MOE_SINGLE_TOKEN && n_token == 1 && !present(w.shared_gate) && k <= hp_cuda_moe::kMaxSingleExperts;
         const bool fold = HP_CUDA_GEMV_NORM && use_gemv(n_token);
         if (step.single_token && next_norm && fold) {

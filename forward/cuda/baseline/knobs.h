@@ -65,8 +65,17 @@
 #ifndef HP_CUDA_MOE_TARGET_WARPS
 #define HP_CUDA_MOE_TARGET_WARPS 2048
 #endif
+#ifndef HP_CUDA_MOE_DOWN_TILES
+#define HP_CUDA_MOE_DOWN_TILES 4
+#endif
+#ifndef HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS
+#define HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS 32
+#endif
+#ifndef HP_CUDA_MOE_ONE_WAVE
+#define HP_CUDA_MOE_ONE_WAVE 0
+#endif
 #ifndef HP_CUDA_MOE_ROUTE_THREADS
-#define HP_CUDA_MOE_ROUTE_THREADS 512
+#define HP_CUDA_MOE_ROUTE_THREADS 1024
 #endif
 #ifndef HP_CUDA_GEMV_MAX_TOKENS
 #define HP_CUDA_GEMV_MAX_TOKENS 8
@@ -116,6 +125,9 @@ static_assert(HP_CUDA_MOE_UNROLL >= 1 && HP_CUDA_MOE_UNROLL <= 8, "moe_unroll: 1
 static_assert(HP_CUDA_MOE_MAX_CLUSTER == 1 || HP_CUDA_MOE_MAX_CLUSTER == 2 || HP_CUDA_MOE_MAX_CLUSTER == 4 || HP_CUDA_MOE_MAX_CLUSTER == 8,
               "moe_max_cluster: 1, 2, 4 or 8 (portable cluster sizes)");
 static_assert(HP_CUDA_MOE_TARGET_WARPS >= 1, "moe_target_warps: positive");
+static_assert(HP_CUDA_MOE_DOWN_TILES >= 1 && HP_CUDA_MOE_DOWN_TILES <= 16, "moe_down_tiles: 1..16");
+static_assert(HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS >= 1, "moe_down_tiles_min_tokens: positive");
+static_assert(HP_CUDA_MOE_ONE_WAVE == 0 || HP_CUDA_MOE_ONE_WAVE == 1, "moe_one_wave: 0 or 1");
 static_assert(HP_CUDA_MOE_ROUTE_THREADS % 32 == 0 && HP_CUDA_MOE_ROUTE_THREADS >= 32 && HP_CUDA_MOE_ROUTE_THREADS <= 1024,
               "moe_route_threads: whole warps, 32..1024");
 static_assert(HP_CUDA_GEMV_MAX_TOKENS >= 0, "gemv_max_tokens: 0 (never) or more");

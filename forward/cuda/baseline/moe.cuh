@@ -30,6 +30,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include <hotpass/forward_abi.h>
@@ -45,7 +46,6 @@ constexpr int kWarps = HP_CUDA_MOE_WARPS;     // warps of an expert-GEMV block, 
 constexpr int kUnroll = HP_CUDA_MOE_UNROLL;   // steps of 32 inputs per warp iteration (2 * this 16-byte loads per matrix in flight)
 constexpr int kRouteThreads = HP_CUDA_MOE_ROUTE_THREADS;
 constexpr int kMaxExpert = 512;               // experts the routing block holds in shared memory
-constexpr int kMaxPerLane = kMaxExpert / 32;  // router probabilities per lane
 constexpr int kPickCapacity = 2048;           // (token, slot) picks the routing block keeps in shared memory
 
 // Where the routing of one step lives (device buffers sized for the workspace's tokens).
@@ -77,9 +77,12 @@ __device__ inline void arg_max(float &value, int &index, float other_value, int 
     }
 }
 
+// PER_LANE: router probabilities per lane (32 * PER_LANE >= n_expert).
+template <int PER_LANE>
 __global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const RouteParams p) {
     __shared__ int count_s[kMaxExpert], start_s[kMaxExpert], fill_s[kMaxExpert];
-    __shared__ int pick_s[kPickCapacity];  // expert of each (token, slot) when n_token * k fits
+    __shared__ int pick_s[kPickCapacity];      // expert of each (token, slot) when n_token * k fits
+    __shared__ float weight_s[kPickCapacity];  // its probability, before renormalisation
     hp_cuda_gemv::launch_dependents();
     hp_cuda_gemv::wait_for_previous_grid();
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warp = blockDim.x / 32;
@@ -89,10 +92,10 @@ __global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const RouteP
     __syncthreads();
     for (int t = warp; t < p.n_token; t += n_warp) {
         const float *row = p.logits + int64_t(t) * n_expert;
-        float prob[kMaxPerLane];
+        float prob[PER_LANE];
         float max_logit = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < kMaxPerLane; ++j) {
+        for (int j = 0; j < PER_LANE; ++j) {
             const int e = lane + 32 * j;
             prob[j] = e < n_expert ? row[e] : -INFINITY;
             max_logit = fmaxf(max_logit, prob[j]);
@@ -100,37 +103,45 @@ __global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const RouteP
         for (int offset = 16; offset > 0; offset /= 2) max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, offset));
         float total = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kMaxPerLane; ++j) {
+        for (int j = 0; j < PER_LANE; ++j) {
             prob[j] = lane + 32 * j < n_expert ? expf(prob[j] - max_logit) : 0.0f;
             total += prob[j];
         }
         for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
 #pragma unroll
-        for (int j = 0; j < kMaxPerLane; ++j) prob[j] = lane + 32 * j < n_expert ? prob[j] / total : -1.0f;  // -1: not choosable
+        for (int j = 0; j < PER_LANE; ++j) prob[j] = lane + 32 * j < n_expert ? prob[j] / total : -1.0f;  // -1: not choosable
         float chosen_total = 0.0f;
         for (int slot = 0; slot < k; ++slot) {
             float best = -1.0f;
             int best_e = 0x7fffffff;
 #pragma unroll
-            for (int j = 0; j < kMaxPerLane; ++j) arg_max(best, best_e, prob[j], lane + 32 * j);
+            for (int j = 0; j < PER_LANE; ++j) arg_max(best, best_e, prob[j], lane + 32 * j);
             for (int offset = 16; offset > 0; offset /= 2) {
                 arg_max(best, best_e, __shfl_xor_sync(0xffffffffu, best, offset), __shfl_xor_sync(0xffffffffu, best_e, offset));
             }
 #pragma unroll
-            for (int j = 0; j < kMaxPerLane; ++j) {
+            for (int j = 0; j < PER_LANE; ++j) {
                 if (lane + 32 * j == best_e) prob[j] = -1.0f;  // taken
             }
             chosen_total += best;
             if (lane == 0) {
-                r.expert_index[t * k + slot] = best_e;
-                if (t * k + slot < kPickCapacity) pick_s[t * k + slot] = best_e;
-                r.expert_weight[t * k + slot] = best;
+                const int pair = t * k + slot;
+                r.expert_index[pair] = best_e;
+                if (pair < kPickCapacity) {
+                    pick_s[pair] = best_e;
+                    weight_s[pair] = best;
+                } else {
+                    r.expert_weight[pair] = best;
+                }
                 atomicAdd(&count_s[best_e], 1);
                 if (p.expert_counts) atomicAdd(p.expert_counts + best_e, 1);
             }
         }
-        if (p.norm_topk_prob && lane == 0) {
-            for (int slot = 0; slot < k; ++slot) r.expert_weight[t * k + slot] /= chosen_total;
+        __syncwarp();  // lane 0's picks are visible to the warp
+        for (int slot = lane; slot < k; slot += 32) {
+            const int pair = t * k + slot;
+            const float weight = pair < kPickCapacity ? weight_s[pair] : r.expert_weight[pair];
+            r.expert_weight[pair] = p.norm_topk_prob ? weight / chosen_total : weight;
         }
         if (p.x_sum_sq) {  // the same order as the decode GEMV's folded norm: lane-strided, then a butterfly
             const float *part = p.x_sum_sq + int64_t(t) * p.n_sum_sq;
@@ -180,6 +191,7 @@ struct ExpertParams {
     void *y = nullptr;                         // kSiluMul: bf16 act [n_pair][n_out] (grouped rows); kStore: f32 [n_pair][n_out] (pair rows)
     Routing routing;
     int n_in = 0, n_out = 0, k = 0, n_token = 0;
+    int tiles_per_block = 1;                   // 16-row tiles a block (cluster) takes in turn: the routing look-ups are paid once
 };
 
 // Grid (cluster, ceil(n_out / 16) tiles, min(n_expert, n_token * k) expert slots), clusters of
@@ -199,7 +211,6 @@ __global__ void __launch_bounds__(kWarps * 32) expert_gemv_kernel(const ExpertPa
     __shared__ float block_sum_s[M][kTileRows * NT];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
     const int n_split = gridDim.x * kWarps, split = blockIdx.x * kWarps + warp;
-    const int row0 = blockIdx.y * kTileRows;
     const int n_in = p.n_in, n_chunk = (n_in + 7) / 8, n_step = (n_chunk + 3) / 4;
     if constexpr (!kEarly) {
         hp_cuda_gemv::wait_for_previous_grid();  // the routing comes from the previous kernel
@@ -213,115 +224,123 @@ __global__ void __launch_bounds__(kWarps * 32) expert_gemv_kernel(const ExpertPa
             waited = true;
         }
     };
+    // The four routing loads are independent (slot < n_expert: in bounds even when inactive), so the
+    // weight loads wait on two round trips (routing, then the expert's table entry), not three.
     const int slot = blockIdx.z;
-    if (slot >= *p.routing.n_active) {  // the whole cluster: its blocks share z
+    const int n_active = *p.routing.n_active, expert = p.routing.active_expert[slot];
+    const int begin = p.routing.group_start[slot], end = p.routing.group_start[slot + 1];
+    if (slot >= n_active) {  // the whole cluster: its blocks share z
         wait_once();
         return;
     }
-    const int expert = p.routing.active_expert[slot];
-    const int begin = p.routing.group_start[slot], count = p.routing.group_start[slot + 1] - begin;
-    const __nv_bfloat16 *w_row[M][2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int64_t row = min(row0 + g + 8 * h, p.n_out - 1);
-        w_row[0][h] = p.w[expert] + row * n_in;
-        if constexpr (M == 2) w_row[M - 1][h] = p.w2[expert] + row * n_in;
-    }
+    const int count = end - begin;
+    const __nv_bfloat16 *w_base = p.w[expert], *w2_base = M == 2 ? p.w2[expert] : nullptr;
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     constexpr int kPerThread = (kTileRows * NT + kWarps * 32 - 1) / (kWarps * 32);
-    for (int pass = 0; pass < count; pass += NT) {
-        const int n_t = min(NT, count - pass), n_group = (n_t + 7) / 8;
-        const __nv_bfloat16 *x_row[NB];
+    const int n_tile = (p.n_out + kTileRows - 1) / kTileRows, tile_end = min(n_tile, int(blockIdx.y + 1) * p.tiles_per_block);
+    for (int tile = blockIdx.y * p.tiles_per_block; tile < tile_end; ++tile) {  // uniform per cluster (blocks share y)
+        const int row0 = tile * kTileRows;
+        const __nv_bfloat16 *w_row[M][2];
 #pragma unroll
-        for (int nb = 0; nb < NB; ++nb) {
-            const int i = nb * 8 + g;
-            const int pos = begin + pass + i;
-            if (i >= n_t) x_row[nb] = nullptr;
-            else if constexpr (EPI == hp_cuda_gemv::kSiluMul) x_row[nb] = p.x + int64_t(p.routing.group_pair[pos] / p.k) * n_in;
-            else x_row[nb] = p.x + int64_t(pos) * n_in;
+        for (int h = 0; h < 2; ++h) {
+            const int64_t row = min(row0 + g + 8 * h, p.n_out - 1);
+            w_row[0][h] = w_base + row * n_in;
+            if constexpr (M == 2) w_row[M - 1][h] = w2_base + row * n_in;
         }
-        float acc[M][NB][4];
+        for (int pass = 0; pass < count; pass += NT) {
+            const int n_t = min(NT, count - pass), n_group = (n_t + 7) / 8;
+            const __nv_bfloat16 *x_row[NB];
 #pragma unroll
-        for (int m = 0; m < M; ++m)
-#pragma unroll
-            for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) acc[m][nb][i] = 0.0f;
-        for (int s0 = split * kUnroll; s0 < n_step; s0 += n_split * kUnroll) {
-            uint4 a[M][2][kUnroll];
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-                const int c = min((s0 + u) * 4 + q, n_chunk - 1);  // clamped; its activations are zero
-#pragma unroll
-                for (int m = 0; m < M; ++m)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) a[m][h][u] = hp_cuda_gemv::load_chunk<VEC, true>(w_row[m][h], c, n_in);
+            for (int nb = 0; nb < NB; ++nb) {
+                const int i = nb * 8 + g;
+                const int pos = begin + pass + i;
+                if (i >= n_t) x_row[nb] = nullptr;
+                else if constexpr (EPI == hp_cuda_gemv::kSiluMul) x_row[nb] = p.x + int64_t(p.routing.group_pair[pos] / p.k) * n_in;
+                else x_row[nb] = p.x + int64_t(pos) * n_in;
             }
-            wait_once();  // the activations are the previous kernel's output
+            float acc[M][NB][4];
 #pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-                if (s0 + u >= n_step) break;
-                const int c = (s0 + u) * 4 + q;
+            for (int m = 0; m < M; ++m)
 #pragma unroll
-                for (int nb = 0; nb < NB; ++nb) {
-                    if (nb >= n_group) break;  // warp-uniform: the expert has no tokens here
-                    const uint4 b = x_row[nb] && c < n_chunk ? hp_cuda_gemv::load_chunk<VEC, false>(x_row[nb], c, n_in) : make_uint4(0, 0, 0, 0);
+                for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-                    for (int m = 0; m < M; ++m) {
-                        hp_cuda_gemv::mma_16816(acc[m][nb], a[m][0][u].x, a[m][1][u].x, a[m][0][u].y, a[m][1][u].y, b.x, b.y);
-                        hp_cuda_gemv::mma_16816(acc[m][nb], a[m][0][u].z, a[m][1][u].z, a[m][0][u].w, a[m][1][u].w, b.z, b.w);
+                    for (int i = 0; i < 4; ++i) acc[m][nb][i] = 0.0f;
+            for (int s0 = split * kUnroll; s0 < n_step; s0 += n_split * kUnroll) {
+                uint4 a[M][2][kUnroll];
+#pragma unroll
+                for (int u = 0; u < kUnroll; ++u) {
+                    const int c = min((s0 + u) * 4 + q, n_chunk - 1);  // clamped; its activations are zero
+#pragma unroll
+                    for (int m = 0; m < M; ++m)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) a[m][h][u] = hp_cuda_gemv::load_chunk<VEC, true>(w_row[m][h], c, n_in);
+                }
+                wait_once();  // the activations are the previous kernel's output
+#pragma unroll
+                for (int u = 0; u < kUnroll; ++u) {
+                    if (s0 + u >= n_step) break;
+                    const int c = (s0 + u) * 4 + q;
+#pragma unroll
+                    for (int nb = 0; nb < NB; ++nb) {
+                        if (nb >= n_group) break;  // warp-uniform: the expert has no tokens here
+                        const uint4 b = x_row[nb] && c < n_chunk ? hp_cuda_gemv::load_chunk<VEC, false>(x_row[nb], c, n_in) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+                        for (int m = 0; m < M; ++m) {
+                            hp_cuda_gemv::mma_16816(acc[m][nb], a[m][0][u].x, a[m][1][u].x, a[m][0][u].y, a[m][1][u].y, b.x, b.y);
+                            hp_cuda_gemv::mma_16816(acc[m][nb], a[m][0][u].z, a[m][1][u].z, a[m][0][u].w, a[m][1][u].w, b.z, b.w);
+                        }
                     }
                 }
             }
-        }
-        wait_once();  // a warp without inputs to take still waits before the epilogue writes
-        // Warps' partials in warp order, then the cluster's blocks in rank order (as gemv.cuh).
+            wait_once();  // a warp without inputs to take still waits before the epilogue writes
+            // Warps' partials in warp order, then the cluster's blocks in rank order (as gemv.cuh).
 #pragma unroll
-        for (int m = 0; m < M; ++m) {
+            for (int m = 0; m < M; ++m) {
 #pragma unroll
-            for (int nb = 0; nb < NB; ++nb) {
-                float *out = reduce_s[warp] + (nb * 8 + 2 * q) * kStride + g;
-                out[0] = acc[m][nb][0];
-                out[kStride] = acc[m][nb][1];
-                out[8] = acc[m][nb][2];
-                out[kStride + 8] = acc[m][nb][3];
-            }
-            __syncthreads();
-#pragma unroll
-            for (int i = 0; i < kPerThread; ++i) {
-                const int e = threadIdx.x + i * kWarps * 32;
-                if (e >= kTileRows * NT) break;
-                float total = 0.0f;
-                for (int w = 0; w < kWarps; ++w) total += reduce_s[w][(e / kTileRows) * kStride + e % kTileRows];
-                block_sum_s[m][e] = total;
-            }
-            __syncthreads();
-        }
-        cluster.sync();
-        if (blockIdx.x == 0) {
-#pragma unroll
-            for (int i = 0; i < kPerThread; ++i) {
-                const int e = threadIdx.x + i * kWarps * 32, t = e / kTileRows, row = row0 + e % kTileRows;
-                if (e >= kTileRows * NT) break;
-                if (t >= n_t || row >= p.n_out) continue;
-                float sum[M];
-#pragma unroll
-                for (int m = 0; m < M; ++m) {
-                    sum[m] = block_sum_s[m][e];
-                    for (unsigned rank = 1; rank < gridDim.x; ++rank) sum[m] += cluster.map_shared_rank(&block_sum_s[m][0], rank)[e];
+                for (int nb = 0; nb < NB; ++nb) {
+                    float *out = reduce_s[warp] + (nb * 8 + 2 * q) * kStride + g;
+                    out[0] = acc[m][nb][0];
+                    out[kStride] = acc[m][nb][1];
+                    out[8] = acc[m][nb][2];
+                    out[kStride + 8] = acc[m][nb][3];
                 }
-                const int pos = begin + pass + t, pair = p.routing.group_pair[pos];
-                if constexpr (EPI == hp_cuda_gemv::kSiluMul) {
-                    const float scale = p.inv_rms ? p.inv_rms[pair / p.k] : 1.0f;
-                    const float gate = sum[0] * scale, up = sum[M - 1] * scale;
-                    static_cast<__nv_bfloat16 *>(p.y)[int64_t(pos) * p.n_out + row] =
-                        __float2bfloat16_rn(p.routing.expert_weight[pair] * (gate / (1.0f + __expf(-gate)) * up));
-                } else {
-                    static_cast<float *>(p.y)[int64_t(pair) * p.n_out + row] = sum[0];
+                __syncthreads();
+#pragma unroll
+                for (int i = 0; i < kPerThread; ++i) {
+                    const int e = threadIdx.x + i * kWarps * 32;
+                    if (e >= kTileRows * NT) break;
+                    float total = 0.0f;
+                    for (int w = 0; w < kWarps; ++w) total += reduce_s[w][(e / kTileRows) * kStride + e % kTileRows];
+                    block_sum_s[m][e] = total;
+                }
+                __syncthreads();
+            }
+            cluster.sync();
+            if (blockIdx.x == 0) {
+#pragma unroll
+                for (int i = 0; i < kPerThread; ++i) {
+                    const int e = threadIdx.x + i * kWarps * 32, t = e / kTileRows, row = row0 + e % kTileRows;
+                    if (e >= kTileRows * NT) break;
+                    if (t >= n_t || row >= p.n_out) continue;
+                    float sum[M];
+#pragma unroll
+                    for (int m = 0; m < M; ++m) {
+                        sum[m] = block_sum_s[m][e];
+                        for (unsigned rank = 1; rank < gridDim.x; ++rank) sum[m] += cluster.map_shared_rank(&block_sum_s[m][0], rank)[e];
+                    }
+                    const int pos = begin + pass + t, pair = p.routing.group_pair[pos];
+                    if constexpr (EPI == hp_cuda_gemv::kSiluMul) {
+                        const float scale = p.inv_rms ? p.inv_rms[pair / p.k] : 1.0f;
+                        const float gate = sum[0] * scale, up = sum[M - 1] * scale;
+                        static_cast<__nv_bfloat16 *>(p.y)[int64_t(pos) * p.n_out + row] =
+                            __float2bfloat16_rn(p.routing.expert_weight[pair] * (gate / (1.0f + __expf(-gate)) * up));
+                    } else {
+                        static_cast<float *>(p.y)[int64_t(pair) * p.n_out + row] = sum[0];
+                    }
                 }
             }
+            cluster.sync();  // shared memory stays alive (and unused) until the first block has read it
         }
-        cluster.sync();  // shared memory stays alive (and unused) until the first block has read it
     }
 }
 
@@ -416,19 +435,47 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_single_kernel(const S
     cluster.sync();
 }
 
+// Blocks of `kernel` resident at once on the device (occupancy x SMs), asked once per kernel.
+inline int64_t wave_blocks(const void *kernel) {
+    static const void *known[32];
+    static int64_t blocks[32];
+    for (int i = 0; i < 32 && known[i]; ++i) {
+        if (known[i] == kernel) return blocks[i];
+    }
+    int device = 0, n_sm = 0, per_sm = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0);
+    const int64_t wave = int64_t(std::max(per_sm, 1)) * std::max(n_sm, 1);
+    for (int i = 0; i < 32; ++i) {
+        if (!known[i]) {
+            known[i] = kernel;
+            blocks[i] = wave;
+            break;
+        }
+    }
+    return wave;
+}
+
 // Blocks per cluster: the fewest (a power of two up to HP_CUDA_MOE_MAX_CLUSTER) that give at least
 // HP_CUDA_MOE_TARGET_WARPS warps over all tiles of the slots, without leaving a warp less than one
-// full iteration of the input loop.
-inline int cluster_size(int64_t tiles, int n_in) {
+// full iteration of the input loop, and (HP_CUDA_MOE_ONE_WAVE) without a grid larger than one wave
+// of resident blocks (`wave`): a second, partial wave costs a whole extra round of memory latency.
+inline int cluster_size(int64_t tiles, int n_in, int64_t wave) {
     const int n_step = ((n_in + 7) / 8 + 3) / 4;
     int size = 1;
-    while (size < HP_CUDA_MOE_MAX_CLUSTER && tiles * size * kWarps < HP_CUDA_MOE_TARGET_WARPS && 2 * size * kWarps * kUnroll <= n_step) size *= 2;
+    while (size < HP_CUDA_MOE_MAX_CLUSTER && tiles * size * kWarps < HP_CUDA_MOE_TARGET_WARPS && 2 * size * kWarps * kUnroll <= n_step &&
+           (!HP_CUDA_MOE_ONE_WAVE || tiles * size * 2 <= wave)) {
+        size *= 2;
+    }
     return size;
 }
 
 template <int NB, int EPI>
-void launch_expert_tokens(const ExpertParams &p, dim3 grid, bool vec, cudaStream_t stream) {
+void launch_expert_tokens(const ExpertParams &p, int tiles, int slots, bool vec, cudaStream_t stream) {
     void (*kernel)(ExpertParams) = vec ? expert_gemv_kernel<NB, EPI, true> : expert_gemv_kernel<NB, EPI, false>;
+    const dim3 grid(unsigned(cluster_size(int64_t(tiles) * slots, p.n_in, wave_blocks(reinterpret_cast<const void *>(kernel)))),
+                    unsigned(tiles), unsigned(slots));
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = dim3(kWarps * 32);
@@ -451,15 +498,14 @@ template <int EPI>
 void launch_experts(const ExpertParams &p, int n_expert, bool vec, cudaStream_t stream) {
     if (p.n_token <= 0) return;
     const int slots = std::min(n_expert, p.n_token * p.k);
-    const int tiles = (p.n_out + kTileRows - 1) / kTileRows;
+    const int tiles = (p.n_out + kTileRows - 1) / kTileRows / p.tiles_per_block + ((p.n_out + kTileRows - 1) / kTileRows % p.tiles_per_block != 0);
     vec = vec && p.n_in % 8 == 0 && hp_cuda_gemv::aligned16(p.x);
     const int nb = p.n_token <= 8 ? 1 : p.n_token <= 16 ? 2 : p.n_token <= 32 ? 4 : 8;
-    const dim3 grid(unsigned(cluster_size(int64_t(tiles) * slots, p.n_in)), unsigned(tiles), unsigned(slots));
     switch (nb) {
-        case 1: launch_expert_tokens<1, EPI>(p, grid, vec, stream); break;
-        case 2: launch_expert_tokens<2, EPI>(p, grid, vec, stream); break;
-        case 4: launch_expert_tokens<4, EPI>(p, grid, vec, stream); break;
-        default: launch_expert_tokens<8, EPI>(p, grid, vec, stream); break;
+        case 1: launch_expert_tokens<1, EPI>(p, tiles, slots, vec, stream); break;
+        case 2: launch_expert_tokens<2, EPI>(p, tiles, slots, vec, stream); break;
+        case 4: launch_expert_tokens<4, EPI>(p, tiles, slots, vec, stream); break;
+        default: launch_expert_tokens<8, EPI>(p, tiles, slots, vec, stream); break;
     }
 }
 
@@ -509,6 +555,7 @@ struct MoeStep {
     float *out = nullptr;
     float *x = nullptr;                 // f32 residual [n_token][d_model]
     const float *shared = nullptr, *shared_logit = nullptr;
+    int down_tiles = 1;                 // grouped down: 16-row tiles per block (the plugin: knobs moe_down_tiles, moe_down_tiles_min_tokens)
     bool single_token = false;          // n_token == 1, no shared expert: expert_down_single_kernel accumulates into x (no combine)
     hp_cuda_gemv::NormOut norm_out;     // single_token, optional: the next norm's operand and tile sums (gemv.cuh)
     const void *next_norm_w = nullptr;  // combine, optional: write h = bf16(RMSNorm(x) * next_norm_w)
@@ -522,7 +569,10 @@ struct MoeStep {
 inline void moe_experts(const MoeStep &s, cudaStream_t stream) {
     const int n_token = s.route.n_token;
     if (n_token <= 0) return;
-    hp_cuda_gemv::launch_pdl(route_group_kernel, dim3(1), dim3(kRouteThreads), 0, stream, s.route);
+    const int per_lane = (s.route.n_expert + 31) / 32;
+    auto route = per_lane <= 1 ? route_group_kernel<1> : per_lane <= 2 ? route_group_kernel<2> : per_lane <= 4 ? route_group_kernel<4>
+               : per_lane <= 8 ? route_group_kernel<8> : route_group_kernel<kMaxExpert / 32>;
+    hp_cuda_gemv::launch_pdl(route, dim3(1), dim3(kRouteThreads), 0, stream, s.route);
     ExpertParams p;
     p.routing = s.route.routing;
     p.k = s.route.k;
@@ -547,8 +597,9 @@ inline void moe_experts(const MoeStep &s, cudaStream_t stream) {
         d.n_out = s.d_model;
         const int tiles = (s.d_model + kTileRows - 1) / kTileRows;
         const bool vec = s.vec && s.d_ff % 8 == 0 && hp_cuda_gemv::aligned16(s.act);
+        void (*kernel)(SingleDownParams) = vec ? expert_down_single_kernel<true> : expert_down_single_kernel<false>;
         cudaLaunchConfig_t config = {};
-        config.gridDim = dim3(unsigned(cluster_size(tiles, s.route.k * s.d_ff)), unsigned(tiles));
+        config.gridDim = dim3(unsigned(cluster_size(tiles, s.route.k * s.d_ff, wave_blocks(reinterpret_cast<const void *>(kernel)))), unsigned(tiles));
         config.blockDim = dim3(kWarps * 32);
         config.stream = stream;
         cudaLaunchAttribute attribute[2];
@@ -560,7 +611,7 @@ inline void moe_experts(const MoeStep &s, cudaStream_t stream) {
         attribute[1].val.programmaticStreamSerializationAllowed = 1;
         config.attrs = attribute;
         config.numAttrs = HP_CUDA_PDL ? 2 : 1;
-        cudaLaunchKernelEx(&config, vec ? expert_down_single_kernel<true> : expert_down_single_kernel<false>, d);
+        cudaLaunchKernelEx(&config, kernel, d);
         return;
     }
     p.w = s.down;
@@ -570,6 +621,7 @@ inline void moe_experts(const MoeStep &s, cudaStream_t stream) {
     p.y = s.out;
     p.n_in = s.d_ff;
     p.n_out = s.d_model;
+    p.tiles_per_block = s.down_tiles;
     launch_experts<hp_cuda_gemv::kStore>(p, s.route.n_expert, s.vec, stream);
 }
 
