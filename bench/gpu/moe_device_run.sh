@@ -5,7 +5,7 @@
 # baseline's sources from it): STAGE holds bin/, lib/, runtime-libs/, a copy of this worktree's
 # forward/, tests/ and bench/ (overlay/) and the plugins to compare (plugins/*.so).
 #
-# usage: bench/gpu/moe_device_run.sh OUT_DIR [TESTS...]
+# usage: bench/gpu/moe_device_run.sh OUT_DIR [TEST[:GTEST_FILTER]...]
 # env:   STAGE (build/gpu-stage-moe), WORKTREE (/work/wt-moe), MOE_HF=1 runs the transformers check on
 #        the MoE checkpoints, MOE_BENCH="NAME=PLUGIN ..." (ab_decode.sh entries) with
 #        HOTPASS_AB_* passed through (preset qwen3-30b-a3b, batches 1,8,32 unless set)
@@ -30,9 +30,11 @@ export HOTPASS_NVCC=${HOTPASS_NVCC:-$(command -v nvcc)}
 export LD_LIBRARY_PATH="$STAGE/runtime-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT_DIR/machine.txt"
 
-for t in "$@"; do
+for spec in "$@"; do  # TEST or TEST:GTEST_FILTER
+  t=${spec%%:*} filter=()
+  [ "$t" != "$spec" ] && filter=(--gtest_filter="${spec#*:}")
   start=$(date +%s)
-  timeout 420 "$STAGE/bin/$t" --gtest_color=no > "$OUT_DIR/$t.log" 2>&1
+  timeout 420 "$STAGE/bin/$t" --gtest_color=no "${filter[@]}" > "$OUT_DIR/$t.log" 2>&1
   code=$?
   echo "$t: exit $code in $(( $(date +%s) - start )) s; $(grep -c '^\[       OK \]' "$OUT_DIR/$t.log") ok, $(grep -c '^\[  FAILED  \] .*\.' "$OUT_DIR/$t.log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$OUT_DIR/$t.log") skipped"
   grep -E "^\[  FAILED  \]|Failure|expected|Expected|Which is|differs" "$OUT_DIR/$t.log" | head -16
