@@ -57,7 +57,7 @@
 #define HP_CUDA_MOE_WARPS 4
 #endif
 #ifndef HP_CUDA_MOE_UNROLL
-#define HP_CUDA_MOE_UNROLL 4
+#define HP_CUDA_MOE_UNROLL 2
 #endif
 #ifndef HP_CUDA_MOE_MAX_CLUSTER
 #define HP_CUDA_MOE_MAX_CLUSTER 8
