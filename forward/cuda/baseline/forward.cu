@@ -6,8 +6,9 @@
 // decode GEMVs (the residual GEMV writes the next norm's operand and sums of x^2, the next GEMV
 // scales by 1/rms), else one kernel writes the bf16 GEMM input; bias + q/k norm + RoPE + KV write
 // are one kernel per head; attention is flash-decoding paged attention with GQA (attention.cuh; the
-// older split + reduce kernels for other shapes); MoE routes on the device and runs routed-expert
-// GEMVs through device tables of expert pointers, then one ordered, deterministic weighted sum.
+// older split + reduce kernels for other shapes); MoE (moe.cuh) routes and groups the tokens by
+// expert on the device, reads each chosen expert once for all its tokens and adds the slots in a
+// fixed order (knob moe_kernel 0: the first per-(token, slot) kernels of kernels.cuh).
 // f32/f16 checkpoints get bf16 copies of their matrices at create().
 //
 // CUDA-graph capturable for any batch: forward() enqueues work on hp_services.stream only, reads

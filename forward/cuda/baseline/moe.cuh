@@ -15,6 +15,9 @@
 //                        kSiluMul: gate and up of the expert, act[pos] = bf16(weight * silu(g) * u)
 //                        in grouped order (the routing weight folded in); kStore: down_proj of the
 //                        grouped act, out[pair] (float32) per (token, slot).
+//   expert_down_single_kernel   one-token steps: down_proj of the k experts as one GEMV over the
+//                        concatenated act, accumulated into the residual with gemv.cuh's folded-norm
+//                        epilogue (no combine).
 //   moe_combine_norm_kernel   x[t] += sum over slots of out[t * k + slot] in slot order (+ the gated
 //                        shared expert), and optionally the next RMSNorm's bf16 operand of x.
 //
