@@ -10,7 +10,9 @@
 #         logs and JSON go to OUT_DIR/ab_decode.tar.gz, the summary to stdout and OUT_DIR/summary.txt)
 #        (run from the repository root on the GPU machine, with a staged build, build/gpu-stage;
 #         the staged plugin itself is NAME=baseline; env HOTPASS_AB_SKIP_TESTS=1 skips the tests,
-#         HOTPASS_AB_BREAKDOWN=NAME,NAME adds --breakdown to those plugins' first runs)
+#         HOTPASS_AB_BREAKDOWN=NAME,NAME adds --breakdown to those plugins' first runs,
+#         HOTPASS_AB_TESTS the test binaries to run, HOTPASS_AB_PRESET / HOTPASS_AB_BATCHES the bench's
+#         preset (llama-3.2-1b) and batches (1,8,32,64))
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STAGE=${BUILD_DIR:-$ROOT/build/gpu-stage}
@@ -26,7 +28,7 @@ export LD_LIBRARY_PATH="$STAGE/runtime-libs:/usr/local/cuda/lib64:${LD_LIBRARY_P
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 
 if [ "${HOTPASS_AB_SKIP_TESTS:-0}" != 1 ]; then
-  for t in test_cuda_attention test_cuda_gemv test_cuda_gemv_l2 test_cuda_baseline; do
+  for t in ${HOTPASS_AB_TESTS:-test_cuda_attention test_cuda_gemv test_cuda_gemv_l2 test_cuda_moe test_cuda_baseline}; do
     [ -x "$STAGE/bin/$t" ] || { echo "not staged: $t"; continue; }
     timeout 300 "$STAGE/bin/$t" --gtest_color=no > "$OUT_DIR/$t.log" 2>&1
     echo "$t: exit $? $(grep -c '^\[       OK \]' "$OUT_DIR/$t.log") ok, $(grep -c '^\[  FAILED  \] .*\.' "$OUT_DIR/$t.log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$OUT_DIR/$t.log") skipped"
@@ -34,12 +36,13 @@ if [ "${HOTPASS_AB_SKIP_TESTS:-0}" != 1 ]; then
   done
 fi
 
-for round in 1 2; do
+for round in $(seq 1 "${HOTPASS_AB_ROUNDS:-2}"); do
   for entry in "${plugins[@]}"; do
     name=${entry%%=*} plugin=${entry#*=}
     extra=()
     [ "$round" = 1 ] && [[ ",${HOTPASS_AB_BREAKDOWN:-}," == *",$name,"* ]] && extra=(--breakdown)
-    timeout 240 "$STAGE/bin/hotpass_bench_gpu_decode" --forward "$plugin" --preset llama-3.2-1b --batches 1,8,32,64 --kv 1024 \
+    timeout 240 "$STAGE/bin/hotpass_bench_gpu_decode" --forward "$plugin" --preset "${HOTPASS_AB_PRESET:-llama-3.2-1b}" \
+      --batches "${HOTPASS_AB_BATCHES:-1,8,32,64}" --kv 1024 \
       --json "$OUT_DIR/bench_${name}_$round.json" "${extra[@]}" "$@" > "$OUT_DIR/bench_${name}_$round.log" 2>&1 || echo "$name round $round: exit $?"
   done
 done
@@ -51,14 +54,16 @@ print("step ms (p10-p90), two interleaved runs per plugin")
 for entry in entries:
     name = entry.split("=", 1)[0]
     cells = []
-    for r in (1, 2):
+    for r in range(1, int(__import__("os").environ.get("HOTPASS_AB_ROUNDS", "2")) + 1):
         try:
             data = json.load(open(f"{out}/bench_{name}_{r}.json"))
         except Exception as error:
             cells.append(f"run {r}: {error}")
             continue
         cells.append(" | ".join(f"b{row['batch']} {row['step_ms_median']:.3f} ({row['step_ms_p10']:.3f}-{row['step_ms_p90']:.3f}) "
-                                f"{100 * row['fraction_of_roofline']:.0f}% d{row['graph_vs_eager_max_delta']:.1g}" for row in data["batches"]))
+                                f"{100 * row['fraction_of_roofline']:.0f}% d{row['graph_vs_eager_max_delta']:.1g}"
+                                + (f" e{row['unique_experts_per_layer']:.1f}" if row.get('unique_experts_per_layer') else "")
+                                for row in data["batches"]))
     print(f"{name}:\n  " + "\n  ".join(cells))
 EOF
 mkdir -p "$FINAL_DIR" && cp "$OUT_DIR/summary.txt" "$FINAL_DIR/" && tar -czf "$FINAL_DIR/ab_decode.tar.gz" -C "$OUT_DIR" .

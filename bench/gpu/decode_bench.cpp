@@ -1,7 +1,8 @@
 // GPU decode benchmark: the CUDA baseline's decode tokens/s on a preset (weights generated on the
 // device) at several batch sizes with a fixed KV length per sequence, each step replayed as one
 // CUDA graph and timed with events; the device-to-device copy bandwidth measured in the same run;
-// the bytes each step must read (weights + KV) over that bandwidth as the roofline; executor-style
+// the bytes each step must read (weights + KV; for MoE the experts the routing touched) over that
+// bandwidth as the roofline; executor-style
 // start -> ready per phase. Prints one JSON object (for write_results.py) and a short table.
 #include <CLI/CLI.hpp>
 #include <cuda.h>
@@ -262,7 +263,32 @@ int run(const std::string &preset, const std::vector<int> &batches, int kv_lengt
         auto replayed = (*rig)->logits();
         const auto check = gpu_test::compare(*replayed, *eager);
         const Stats s = stats_of(graph_ms);
-        const double bytes = weight_bytes + batch_size * kv_bytes_per_seq;
+        const double one_token_bytes = weight_bytes + batch_size * kv_bytes_per_seq;
+        // MoE: the step reads each expert its tokens chose once, so count the experts the routing
+        // touched (every step of this rig ran the same batch: the counts' nonzero pattern is one step's).
+        double bytes = one_token_bytes, unique_experts_per_layer = 0;
+        if (c.n_expert > 0 && c.n_expert_used > 0) {
+            auto counts = (*rig)->expert_counts();
+            if (!counts.ok()) {
+                fmt::print(stderr, "error: {}\n", counts.error());
+                return 1;
+            }
+            const double expert_bytes = 3.0 * c.d_model * c.d_ff_expert * 2.0;  // bf16 gate, up, down
+            int moe_layers = 0, unique = 0;
+            for (int layer = 0; layer < c.n_layer; ++layer) {
+                int picks = 0;
+                for (int e = 0; e < c.n_expert; ++e) {
+                    const int32_t count = (*counts)[size_t(layer) * c.n_expert + e];
+                    picks += count;
+                    unique += count > 0;
+                }
+                moe_layers += picks > 0;
+            }
+            if (moe_layers > 0) {
+                bytes += (double(unique) - double(moe_layers) * c.n_expert_used) * expert_bytes;
+                unique_experts_per_layer = double(unique) / moe_layers;
+            }
+        }
         const double floor_ms = bytes / bandwidth * 1e3;
         nlohmann::json kernels = nlohmann::json::array();
         if (breakdown) {
@@ -284,14 +310,21 @@ int run(const std::string &preset, const std::vector<int> &batches, int kv_lengt
                                   {"tokens_per_s", batch_size / (s.median * 1e-3)},
                                   {"bytes_per_step", bytes},
                                   {"roofline_ms", floor_ms},
+                                  {"roofline_one_token_ms", one_token_bytes / bandwidth * 1e3},
+                                  {"unique_experts_per_layer", unique_experts_per_layer},
                                   {"fraction_of_roofline", floor_ms / s.median},
                                   {"graph_vs_eager_max_delta", check.max_delta},
                                   {"reps", reps},
                                   {"kernels", kernels}});
         fmt::print("batch {:>3}: step {:.3f} ms (p10 {:.3f}, p90 {:.3f}; host clock {:.3f}; eager {:.3f}; capture {:.1f}) = {:.0f} tokens/s; "
-                   "roofline {:.3f} ms ({:.0f}%)\n",
+                   "roofline {:.3f} ms ({:.0f}%)",
                    batch_size, s.median, s.p10, s.p90, host_ms, stats_of(eager_ms).median, capture_ms, batch_size / (s.median * 1e-3), floor_ms,
                    100.0 * floor_ms / s.median);
+        if (unique_experts_per_layer > 0) {
+            fmt::print(" counting {:.1f} experts per layer (one token's {}: {:.3f} ms)", unique_experts_per_layer, c.n_expert_used,
+                       one_token_bytes / bandwidth * 1e3);
+        }
+        fmt::print("\n");
     }
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;

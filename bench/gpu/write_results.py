@@ -70,15 +70,15 @@ def main():
         lines += ["", f"### `preset:{moe['preset']}` (weights generated on the device), forward `{moe['forward']}`, KV {moe['kv_length']}",
                   "",
                   f"start -> ready {m['total']:.0f} ms (context {m['context']:.0f}, weights {m['weights']:.0f}, KV {m['kv']:.0f}, "
-                  f"plugin create {m['plugin']:.0f}, warm-up {m['warm_up']:.0f}). The roofline counts the bytes one token reads "
-                  "(its top-k experts, attention, lm_head) plus the KV; above batch 1 the step touches more experts than that, so "
-                  "the roofline column understates the floor there.",
+                  f"plugin create {m['plugin']:.0f}, warm-up {m['warm_up']:.0f}). The roofline counts the bytes the step reads: "
+                  "attention, router and lm_head weights once, each expert the routing touched once per layer, and the KV.",
                   "",
-                  "| batch | step ms (p10-p90) | tokens/s | roofline ms (one token's experts) | % of roofline | eager step ms |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+                  "| batch | step ms (p10-p90) | tokens/s | experts read per layer | roofline ms | % of roofline | one-token roofline ms | eager step ms |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for b in moe["batches"]:
             lines.append(f"| {b['batch']} | {b['step_ms_median']:.3f} ({b['step_ms_p10']:.3f}-{b['step_ms_p90']:.3f}) | {b['tokens_per_s']:.0f} | "
-                         f"{b['roofline_ms']:.3f} | {100 * b['fraction_of_roofline']:.0f}% | {b['eager_step_ms_median']:.3f} |")
+                         f"{b.get('unique_experts_per_layer', 0):.1f} | {b['roofline_ms']:.3f} | {100 * b['fraction_of_roofline']:.0f}% | "
+                         f"{b.get('roofline_one_token_ms', b['roofline_ms']):.3f} | {b['eager_step_ms_median']:.3f} |")
             table.append(f"{moe['preset']} batch {b['batch']}: {b['tokens_per_s']:.0f} tokens/s")
     if args.tests:
         lines += ["", f"GPU tests in the same call: {args.tests}"]

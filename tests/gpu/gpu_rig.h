@@ -83,6 +83,14 @@ public:
     }
     // The captured step (null before capture()); bench/gpu times its kernels by kind.
     cudaGraph_t graph() const { return graph_; }
+    // Routed-expert picks [n_layer][n_expert] summed over every step this rig ran (MoE models; empty otherwise).
+    Result<std::vector<int32_t>> expert_counts() {
+        std::vector<int32_t> host;
+        if (!device_out_.expert_counts) return host;
+        host.resize(size_t(engine_.abi_model().config.n_layer) * size_t(engine_.config().n_expert));
+        HP_TRY(engine_.device().download(host.data(), device_out_.expert_counts, host.size() * sizeof(int32_t)));
+        return host;
+    }
     Result<std::vector<float>> logits() {
         std::vector<float> host(logit_floats_);
         HP_TRY(engine_.device().download(host.data(), device_out_.logits, host.size() * sizeof(float)));

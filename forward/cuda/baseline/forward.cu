@@ -6,8 +6,9 @@
 // decode GEMVs (the residual GEMV writes the next norm's operand and sums of x^2, the next GEMV
 // scales by 1/rms), else one kernel writes the bf16 GEMM input; bias + q/k norm + RoPE + KV write
 // are one kernel per head; attention is flash-decoding paged attention with GQA (attention.cuh; the
-// older split + reduce kernels for other shapes); MoE routes on the device and runs routed-expert
-// GEMVs through device tables of expert pointers, then one ordered, deterministic weighted sum.
+// older split + reduce kernels for other shapes); MoE (moe.cuh) routes and groups the tokens by
+// expert on the device, reads each chosen expert once for all its tokens and adds the slots in a
+// fixed order (knob moe_kernel 0: the first per-(token, slot) kernels of kernels.cuh).
 // f32/f16 checkpoints get bf16 copies of their matrices at create().
 //
 // CUDA-graph capturable for any batch: forward() enqueues work on hp_services.stream only, reads
@@ -35,6 +36,7 @@
 #include "kernels.cuh"
 #include "knobs.h"
 #include "l2_prefetch.h"
+#include "moe.cuh"
 
 namespace {
 
@@ -77,6 +79,7 @@ struct LayerMatrices {
     Matrix wq, wk, wv, wo, w_gate, w_up, w_down, router, shared_gate, shared_up, shared_down, shared_expert_gate;
     const __nv_bfloat16 **expert_tables = nullptr;  // device: gate[E], up[E], down[E]
     uint64_t qkv_end = 0, o_end = 0, gate_up_end = 0, down_end = 0;  // ends of its GEMVs' weights in the WeightStream
+    bool experts_aligned = false;                    // every expert matrix 16-byte aligned (moe.cuh's 16-byte loads)
 };
 
 constexpr uint64_t kL2Lookahead = uint64_t(HP_CUDA_L2_PREFETCH_MB) << 20;  // GEMVs' prefetch window past their own weights
@@ -90,6 +93,10 @@ struct Activations {
     float *sum_sq;  // [n][ceil(d_model / 16)]: partial sums of x^2 of the folded RMSNorm (gemv.cuh)
     __nv_bfloat16 *h, *attn, *act;
     int32_t *expert_index, *token_seq;
+    // Grouped MoE (moe.cuh): act in grouped order, the per-expert lists, 1/rms of the folded FFN norm.
+    __nv_bfloat16 *expert_act;  // [n * k][d_ff_expert]
+    int32_t *n_active, *active_expert, *group_start, *group_pair;
+    float *inv_rms;
 };
 
 struct BaselineState {
@@ -153,7 +160,14 @@ bool reserve(BaselineState &state, int n_token) {
     a.expert_index = static_cast<int32_t *>(state_alloc(state, n * k * sizeof(int32_t), list));
     a.token_seq = static_cast<int32_t *>(state_alloc(state, n * sizeof(int32_t), list));
     a.sum_sq = static_cast<float *>(state_alloc(state, n * size_t((c.d_model + 15) / 16) * f, list));
-    a.capacity = list.size() == 17 ? int(n) : 0;
+    const size_t n_expert = size_t(std::max(c.n_expert, 1)), i32 = sizeof(int32_t);
+    a.expert_act = static_cast<__nv_bfloat16 *>(state_alloc(state, n * k * size_t(std::max(c.d_ff_expert, 1)) * b, list));
+    a.n_active = static_cast<int32_t *>(state_alloc(state, i32, list));
+    a.active_expert = static_cast<int32_t *>(state_alloc(state, n_expert * i32, list));
+    a.group_start = static_cast<int32_t *>(state_alloc(state, (n_expert + 1) * i32, list));
+    a.group_pair = static_cast<int32_t *>(state_alloc(state, n * k * i32, list));
+    a.inv_rms = static_cast<float *>(state_alloc(state, n * f, list));
+    a.capacity = list.size() == 23 ? int(n) : 0;
     return a.capacity > 0;
 }
 
@@ -365,6 +379,7 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
                 tables[size_t(layer)].push_back(matrix.w);
             }
         }
+        m.experts_aligned = std::all_of(tables[size_t(layer)].begin(), tables[size_t(layer)].end(), hp_cuda_gemv::aligned16);
         m.expert_tables = static_cast<const __nv_bfloat16 **>(state_alloc(*state, tables[size_t(layer)].size() * sizeof(void *), state->allocations));
         ok = ok && m.expert_tables &&
              cudaMemcpyAsync(m.expert_tables, tables[size_t(layer)].data(), tables[size_t(layer)].size() * sizeof(void *),
@@ -456,29 +471,97 @@ void launch_attention(BaselineState &state, const hp_batch &batch, int layer, in
         state.stream, state.partial, c.n_head, n_split, c.d_head, a.attn);
 }
 
-// Routed experts (+ shared expert) of every token, added into the residual x.
-bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts) {
+// The grouped MoE kernels (moe.cuh) serve this model: knob moe_kernel 1 and at most kMaxExpert experts.
+bool grouped_moe(const hp_config &c) { return HP_CUDA_MOE_KERNEL == 1 && c.n_expert <= hp_cuda_moe::kMaxExpert; }
+
+// What a.h holds, after an MoE FFN, for the RMSNorm that follows it: nothing yet (the norm kernel
+// runs), the normalised operand (grouped combine), or the folded norm's operand and partial sums.
+enum class NextInput { raw, normed, folded };
+
+// Routed experts (+ shared expert) of every token, added into the residual x. `folded`: a.h holds
+// bf16(x * ffn_norm) and a.sum_sq its partial sums (decode GEMV's folded norm; grouped path only).
+// `next_norm` is the norm after the FFN (the next layer's attention norm, or the output norm when
+// `next_is_output`): a one-token step (moe_single_token) folds it into its down_proj, a grouped
+// combine writes the next layer's normalised input; `next` says which happened.
+bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, bool folded, const hp_tensor *next_norm, bool next_is_output,
+         NextInput &next) {
     const hp_config &c = state.model->config;
     const hp_layer &w = state.model->layers[layer];
     const LayerMatrices &m = state.layers[size_t(layer)];
     const Activations &a = state.act;
     const int k = c.n_expert_used, width = c.d_ff_expert;
-    bool ok = project(state, m.router, a.h, a.router, n_token, false);
-    route_kernel<<<blocks_for(n_token, 64), 64, 0, state.stream>>>(a.router, n_token, c.n_expert, k, c.norm_topk_prob, a.expert_index,
-                                                                   a.expert_weight, expert_counts ? expert_counts + int64_t(layer) * c.n_expert : nullptr);
-    const int rows = HP_CUDA_MOE_ROWS_PER_BLOCK;
-    expert_gate_up_kernel<<<dim3((width + rows - 1) / rows, n_token * k), rows * 32, 0, state.stream>>>(
-        m.expert_tables, m.expert_tables + c.n_expert, a.expert_index, k, a.h, c.d_model, width, a.act);
-    expert_down_kernel<<<dim3((c.d_model + rows - 1) / rows, n_token * k), rows * 32, 0, state.stream>>>(
-        m.expert_tables + 2 * c.n_expert, a.expert_index, a.act, width, c.d_model, a.expert_out);
+    const FoldedNorm folded_norm;
+    const FoldedNorm *norm = folded ? &folded_norm : nullptr;
+    int32_t *counts = expert_counts ? expert_counts + int64_t(layer) * c.n_expert : nullptr;
+    bool ok = project(state, m.router, a.h, a.router, n_token, false, nullptr, norm);
+    const bool grouped = grouped_moe(c);
+    hp_cuda_moe::MoeStep step;
+    if (grouped) {
+        hp_cuda_moe::RouteParams &r = step.route;
+        r.logits = a.router;
+        r.n_token = n_token;
+        r.n_expert = c.n_expert;
+        r.k = k;
+        r.norm_topk_prob = c.norm_topk_prob;
+        if (folded) {
+            r.x_sum_sq = a.sum_sq;
+            r.n_sum_sq = (c.d_model + hp_cuda_gemv::kTileRows - 1) / hp_cuda_gemv::kTileRows;
+            r.d_model = c.d_model;
+            r.norm_eps = c.norm_eps;
+        }
+        r.expert_counts = counts;
+        r.routing = {a.expert_index, a.expert_weight, a.n_active, a.active_expert, a.group_start, a.group_pair, a.inv_rms};
+        step.gate = m.expert_tables;
+        step.up = m.expert_tables + c.n_expert;
+        step.down = m.expert_tables + 2 * c.n_expert;
+        step.vec = m.experts_aligned;
+        step.h = a.h;
+        step.d_model = c.d_model;
+        step.d_ff = width;
+        step.act = a.expert_act;
+        step.out = a.expert_out;
+        step.x = a.x;
+        step.down_tiles = n_token >= HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS ? HP_CUDA_MOE_DOWN_TILES : 1;
+        step.single_token = HP_CUDA_MOE_SINGLE_TOKEN && n_token == 1 && !present(w.shared_gate) && k <= hp_cuda_moe::kMaxSingleExperts;
+        const bool fold = HP_CUDA_GEMV_NORM && use_gemv(n_token);
+        if (step.single_token && next_norm && fold) {
+            step.norm_out.h = a.h;
+            step.norm_out.w = next_norm->data;
+            step.norm_out.w_dtype = next_norm->dtype;
+            step.norm_out.sum_sq = a.sum_sq;
+            next = NextInput::folded;
+        } else if (!step.single_token && next_norm && !next_is_output) {
+            step.next_norm_w = next_norm->data;
+            step.next_norm_dtype = next_norm->dtype;
+            step.norm_eps = c.norm_eps;
+            step.h_out = a.h;
+            next = NextInput::normed;
+        }
+        hp_cuda_moe::moe_experts(step, state.stream);
+    } else {
+        route_kernel<<<blocks_for(n_token, 64), 64, 0, state.stream>>>(a.router, n_token, c.n_expert, k, c.norm_topk_prob, a.expert_index,
+                                                                       a.expert_weight, counts);
+        const int rows = HP_CUDA_MOE_ROWS_PER_BLOCK;
+        expert_gate_up_kernel<<<dim3((width + rows - 1) / rows, n_token * k), rows * 32, 0, state.stream>>>(
+            m.expert_tables, m.expert_tables + c.n_expert, a.expert_index, k, a.h, c.d_model, width, a.act);
+        expert_down_kernel<<<dim3((c.d_model + rows - 1) / rows, n_token * k), rows * 32, 0, state.stream>>>(
+            m.expert_tables + 2 * c.n_expert, a.expert_index, a.act, width, c.d_model, a.expert_out);
+    }
     const bool shared = present(w.shared_gate);
     if (shared) {
-        ok = ok && gate_up(state, m.shared_gate, m.shared_up, nullptr, nullptr, a.h, n_token, a.act);
+        ok = ok && gate_up(state, m.shared_gate, m.shared_up, nullptr, nullptr, a.h, n_token, a.act, norm);
         ok = ok && project(state, m.shared_down, a.act, a.shared_out, n_token, false) &&
-             project(state, m.shared_expert_gate, a.h, a.shared_logit, n_token, false);
+             project(state, m.shared_expert_gate, a.h, a.shared_logit, n_token, false, nullptr, norm);
     }
-    moe_combine_kernel<<<n_token, 256, 0, state.stream>>>(a.x, a.expert_out, a.expert_weight, k, shared ? a.shared_out : nullptr,
-                                                          a.shared_logit, c.d_model);
+    if (grouped && step.single_token) return ok;
+    if (grouped) {
+        step.shared = shared ? a.shared_out : nullptr;
+        step.shared_logit = a.shared_logit;
+        hp_cuda_moe::moe_combine(step, state.stream);
+    } else {
+        moe_combine_kernel<<<n_token, 256, 0, state.stream>>>(a.x, a.expert_out, a.expert_weight, k, shared ? a.shared_out : nullptr,
+                                                              a.shared_logit, c.d_model);
+    }
     return ok;
 }
 
@@ -514,11 +597,12 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
     state.weight_stream.restart();
     const FoldedNorm folded_norm;
     bool folded = false;
+    bool normed = false;  // a.h already holds this layer's attention input (written by a grouped MoE combine)
     for (int layer = 0; ok && layer < c.n_layer; ++layer) {
         const hp_layer &w = model.layers[layer];
         const LayerMatrices &m = state.layers[size_t(layer)];
         const FoldedNorm *attn_norm = folded ? &folded_norm : nullptr;
-        if (!folded) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
+        if (!folded && !normed) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
         if (HP_CUDA_GEMV_FUSE && use_gemv(n_token) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
             // q, k and v read the same input: one launch (their biases are added by the head kernel).
             hp_cuda_gemv::Params p;
@@ -541,14 +625,21 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             case HP_DTYPE_F16: launch_attention<HP_DTYPE_F16>(state, *batch, layer, n_split); break;
             case HP_DTYPE_BF16: launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split); break;
         }
-        // o_proj folds the FFN norm when gate/up are GEMVs (MoE layers norm for the router and experts).
-        folded = fold && !w.is_moe;
+        // o_proj folds the FFN norm when gate/up (or the router and the grouped experts) are GEMVs.
+        const bool grouped = w.is_moe && grouped_moe(c);
+        folded = fold && (!w.is_moe || grouped);
         ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr, m.o_end);
         if (!folded) rms_norm(state, w.ffn_norm, nullptr, n_token, a.h);
         if (w.is_moe) {
-            ok = ok && moe(state, layer, n_token, out->expert_counts);
+            const hp_tensor *next_norm = layer + 1 < c.n_layer ? &model.layers[layer + 1].attn_norm
+                                         : batch->n_logit_row > 0 ? &model.output_norm : nullptr;
+            NextInput next = NextInput::raw;
+            ok = ok && moe(state, layer, n_token, out->expert_counts, folded, next_norm, layer + 1 == c.n_layer, next);
+            folded = next == NextInput::folded;
+            normed = next == NextInput::normed;
             continue;
         }
+        normed = false;
         ok = ok && gate_up(state, m.w_gate, m.w_up, &w.b_gate, &w.b_up, a.h, n_token, a.act, folded ? &folded_norm : nullptr, m.gate_up_end);
         // down_proj folds the next layer's attention norm, or the output norm.
         const hp_tensor *next_norm = layer + 1 < c.n_layer ? &model.layers[layer + 1].attn_norm

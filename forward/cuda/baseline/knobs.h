@@ -47,6 +47,36 @@
 #ifndef HP_CUDA_MOE_ROWS_PER_BLOCK
 #define HP_CUDA_MOE_ROWS_PER_BLOCK 8
 #endif
+#ifndef HP_CUDA_MOE_KERNEL
+#define HP_CUDA_MOE_KERNEL 1
+#endif
+#ifndef HP_CUDA_MOE_SINGLE_TOKEN
+#define HP_CUDA_MOE_SINGLE_TOKEN 1
+#endif
+#ifndef HP_CUDA_MOE_WARPS
+#define HP_CUDA_MOE_WARPS 4
+#endif
+#ifndef HP_CUDA_MOE_UNROLL
+#define HP_CUDA_MOE_UNROLL 2
+#endif
+#ifndef HP_CUDA_MOE_MAX_CLUSTER
+#define HP_CUDA_MOE_MAX_CLUSTER 8
+#endif
+#ifndef HP_CUDA_MOE_TARGET_WARPS
+#define HP_CUDA_MOE_TARGET_WARPS 2048
+#endif
+#ifndef HP_CUDA_MOE_DOWN_TILES
+#define HP_CUDA_MOE_DOWN_TILES 4
+#endif
+#ifndef HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS
+#define HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS 32
+#endif
+#ifndef HP_CUDA_MOE_ONE_WAVE
+#define HP_CUDA_MOE_ONE_WAVE 0
+#endif
+#ifndef HP_CUDA_MOE_ROUTE_THREADS
+#define HP_CUDA_MOE_ROUTE_THREADS 1024
+#endif
 #ifndef HP_CUDA_GEMV_MAX_TOKENS
 #define HP_CUDA_GEMV_MAX_TOKENS 8
 #endif
@@ -109,6 +139,18 @@ static_assert(HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS >= 0, "attn_fd_prefetch_max_to
 static_assert(HP_CUDA_ATTN_FD_MIN_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_BLOCKS <= 16, "attn_fd_min_blocks: 1..16");
 static_assert(HP_CUDA_ATTN_FD_TARGET_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_STEPS >= 1, "attn_fd_target_blocks, attn_fd_min_steps: positive");
 static_assert(HP_CUDA_MOE_ROWS_PER_BLOCK >= 1 && HP_CUDA_MOE_ROWS_PER_BLOCK <= 32, "moe_rows_per_block: 1..32");
+static_assert(HP_CUDA_MOE_KERNEL == 0 || HP_CUDA_MOE_KERNEL == 1, "moe_kernel: 0 or 1");
+static_assert(HP_CUDA_MOE_SINGLE_TOKEN == 0 || HP_CUDA_MOE_SINGLE_TOKEN == 1, "moe_single_token: 0 or 1");
+static_assert(HP_CUDA_MOE_WARPS >= 1 && HP_CUDA_MOE_WARPS <= 8, "moe_warps: 1..8 (shared memory of the reduction)");
+static_assert(HP_CUDA_MOE_UNROLL >= 1 && HP_CUDA_MOE_UNROLL <= 8, "moe_unroll: 1..8");
+static_assert(HP_CUDA_MOE_MAX_CLUSTER == 1 || HP_CUDA_MOE_MAX_CLUSTER == 2 || HP_CUDA_MOE_MAX_CLUSTER == 4 || HP_CUDA_MOE_MAX_CLUSTER == 8,
+              "moe_max_cluster: 1, 2, 4 or 8 (portable cluster sizes)");
+static_assert(HP_CUDA_MOE_TARGET_WARPS >= 1, "moe_target_warps: positive");
+static_assert(HP_CUDA_MOE_DOWN_TILES >= 1 && HP_CUDA_MOE_DOWN_TILES <= 16, "moe_down_tiles: 1..16");
+static_assert(HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS >= 1, "moe_down_tiles_min_tokens: positive");
+static_assert(HP_CUDA_MOE_ONE_WAVE == 0 || HP_CUDA_MOE_ONE_WAVE == 1, "moe_one_wave: 0 or 1");
+static_assert(HP_CUDA_MOE_ROUTE_THREADS % 32 == 0 && HP_CUDA_MOE_ROUTE_THREADS >= 32 && HP_CUDA_MOE_ROUTE_THREADS <= 1024,
+              "moe_route_threads: whole warps, 32..1024");
 static_assert(HP_CUDA_GEMV_MAX_TOKENS >= 0, "gemv_max_tokens: 0 (never) or more");
 static_assert(HP_CUDA_GEMV_WARPS >= 1 && HP_CUDA_GEMV_WARPS <= 8, "gemv_warps: 1..8 (shared memory of the reduction)");
 static_assert(HP_CUDA_GEMV_UNROLL >= 1 && HP_CUDA_GEMV_UNROLL <= 8, "gemv_unroll: 1..8");

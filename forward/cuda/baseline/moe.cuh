@@ -1,0 +1,637 @@
+// Grouped MoE decode of the CUDA baseline (knob moe_kernel 1): every routed expert's weights are
+// read once per step for all the tokens that chose it.
+//
+//   route_group_kernel   one block: per token (one warp) softmax over the router logits, top-k
+//                        (ties to the lower index), optional renormalisation; then per expert the
+//                        number of (token, slot) pairs that chose it, an exclusive scan, and the
+//                        pairs scattered into per-expert lists: n_active, active_expert[a],
+//                        group_start[a] (a in 0..n_active, sorted by expert id), group_pair[pos]
+//                        = token * k + slot. With the folded RMSNorm it also sums each token's
+//                        x^2 partials into inv_rms[token].
+//   expert_gemv_kernel   bf16 weights of one active expert (grid z) x its tokens, float32
+//                        accumulation on tensor cores (the decode GEMV's scheme, gemv.cuh: 16-byte
+//                        streaming loads straight into mma.sync m16n8k16 fragments, a 16-row tile
+//                        per cluster whose blocks and warps split n_in, fixed-order reduction).
+//                        kSiluMul: gate and up of the expert, act[pos] = bf16(weight * silu(g) * u)
+//                        in grouped order (the routing weight folded in); kStore: down_proj of the
+//                        grouped act, out[pair] (float32) per (token, slot).
+//   expert_down_single_kernel   one-token steps: down_proj of the k experts as one GEMV over the
+//                        concatenated act, accumulated into the residual with gemv.cuh's folded-norm
+//                        epilogue (no combine).
+//   moe_combine_norm_kernel   x[t] += sum over slots of out[t * k + slot] in slot order (+ the gated
+//                        shared expert), and optionally the next RMSNorm's bf16 operand of x.
+//
+// Launch shapes depend only on n_token and the config: the expert grid has z = min(n_expert,
+// n_token * k) slots and a block past n_active returns, so a step stays graph-capturable. The
+// experts are known only once routing is done, so the expert kernels cannot stream weights before
+// griddepcontrol.wait as the dense GEMVs do. Where a pair lands in its expert's list (shared
+// atomics) changes no value: each output column of an MMA is computed alone, and the combine adds
+// slots in slot order, so a step is deterministic.
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include <hotpass/forward_abi.h>
+
+#include "gemv.cuh"
+#include "knobs.h"
+
+namespace hp_cuda_moe {
+
+using hp_cuda_gemv::kTileRows;
+
+constexpr int kWarps = HP_CUDA_MOE_WARPS;     // warps of an expert-GEMV block, splitting a tile's inputs
+constexpr int kUnroll = HP_CUDA_MOE_UNROLL;   // steps of 32 inputs per warp iteration (2 * this 16-byte loads per matrix in flight)
+constexpr int kRouteThreads = HP_CUDA_MOE_ROUTE_THREADS;
+constexpr int kMaxExpert = 512;               // experts the routing block holds in shared memory
+constexpr int kPickCapacity = 2048;           // (token, slot) picks the routing block keeps in shared memory
+
+// Where the routing of one step lives (device buffers sized for the workspace's tokens).
+struct Routing {
+    int32_t *expert_index = nullptr;  // [n_token * k]
+    float *expert_weight = nullptr;   // [n_token * k] (renormalised when norm_topk_prob)
+    int32_t *n_active = nullptr;      // [1]: experts chosen by at least one token
+    int32_t *active_expert = nullptr; // [n_expert]: their ids, ascending
+    int32_t *group_start = nullptr;   // [n_expert + 1]: first grouped position of active expert a; [n_active] = n_token * k
+    int32_t *group_pair = nullptr;    // [n_token * k]: grouped position -> token * k + slot
+    float *inv_rms = nullptr;         // [n_token]: 1 / rms of the FFN input when the norm is folded
+};
+
+struct RouteParams {
+    const float *logits = nullptr;     // f32 [n_token][n_expert]
+    int n_token = 0, n_expert = 0, k = 0, norm_topk_prob = 0;
+    const float *x_sum_sq = nullptr;   // optional: f32 [n_token][n_sum_sq] partial sums of x^2 (folded norm)
+    int n_sum_sq = 0, d_model = 0;
+    float norm_eps = 0.0f;
+    int32_t *expert_counts = nullptr;  // optional [n_expert], += picks
+    Routing routing;
+};
+
+// (value, index) of the larger, ties to the lower index.
+__device__ inline void arg_max(float &value, int &index, float other_value, int other_index) {
+    if (other_value > value || (other_value == value && other_index < index)) {
+        value = other_value;
+        index = other_index;
+    }
+}
+
+// PER_LANE: router probabilities per lane (32 * PER_LANE >= n_expert).
+template <int PER_LANE>
+__global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const RouteParams p) {
+    __shared__ int count_s[kMaxExpert], start_s[kMaxExpert], fill_s[kMaxExpert];
+    __shared__ int pick_s[kPickCapacity];      // expert of each (token, slot) when n_token * k fits
+    __shared__ float weight_s[kPickCapacity];  // its probability, before renormalisation
+    hp_cuda_gemv::launch_dependents();
+    hp_cuda_gemv::wait_for_previous_grid();
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warp = blockDim.x / 32;
+    const int n_expert = p.n_expert, k = p.k;
+    const Routing &r = p.routing;
+    for (int e = threadIdx.x; e < n_expert; e += blockDim.x) count_s[e] = fill_s[e] = 0;
+    __syncthreads();
+    for (int t = warp; t < p.n_token; t += n_warp) {
+        const float *row = p.logits + int64_t(t) * n_expert;
+        float prob[PER_LANE];
+        float max_logit = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < PER_LANE; ++j) {
+            const int e = lane + 32 * j;
+            prob[j] = e < n_expert ? row[e] : -INFINITY;
+            max_logit = fmaxf(max_logit, prob[j]);
+        }
+        for (int offset = 16; offset > 0; offset /= 2) max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, offset));
+        float total = 0.0f;
+#pragma unroll
+        for (int j = 0; j < PER_LANE; ++j) {
+            prob[j] = lane + 32 * j < n_expert ? expf(prob[j] - max_logit) : 0.0f;
+            total += prob[j];
+        }
+        for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+#pragma unroll
+        for (int j = 0; j < PER_LANE; ++j) prob[j] = lane + 32 * j < n_expert ? prob[j] / total : -1.0f;  // -1: not choosable
+        float chosen_total = 0.0f;
+        for (int slot = 0; slot < k; ++slot) {
+            float best = -1.0f;
+            int best_e = 0x7fffffff;
+#pragma unroll
+            for (int j = 0; j < PER_LANE; ++j) arg_max(best, best_e, prob[j], lane + 32 * j);
+            for (int offset = 16; offset > 0; offset /= 2) {
+                arg_max(best, best_e, __shfl_xor_sync(0xffffffffu, best, offset), __shfl_xor_sync(0xffffffffu, best_e, offset));
+            }
+#pragma unroll
+            for (int j = 0; j < PER_LANE; ++j) {
+                if (lane + 32 * j == best_e) prob[j] = -1.0f;  // taken
+            }
+            chosen_total += best;
+            if (lane == 0) {
+                const int pair = t * k + slot;
+                r.expert_index[pair] = best_e;
+                if (pair < kPickCapacity) {
+                    pick_s[pair] = best_e;
+                    weight_s[pair] = best;
+                } else {
+                    r.expert_weight[pair] = best;
+                }
+                atomicAdd(&count_s[best_e], 1);
+                if (p.expert_counts) atomicAdd(p.expert_counts + best_e, 1);
+            }
+        }
+        __syncwarp();  // lane 0's picks are visible to the warp
+        for (int slot = lane; slot < k; slot += 32) {
+            const int pair = t * k + slot;
+            const float weight = pair < kPickCapacity ? weight_s[pair] : r.expert_weight[pair];
+            r.expert_weight[pair] = p.norm_topk_prob ? weight / chosen_total : weight;
+        }
+        if (p.x_sum_sq) {  // the same order as the decode GEMV's folded norm: lane-strided, then a butterfly
+            const float *part = p.x_sum_sq + int64_t(t) * p.n_sum_sq;
+            float sum = 0.0f;
+            for (int i = lane; i < p.n_sum_sq; i += 32) sum += part[i];
+            for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+            if (lane == 0) r.inv_rms[t] = rsqrtf(sum / float(p.d_model) + p.norm_eps);
+        }
+    }
+    __syncthreads();  // counts complete; expert_index visible to the block
+    if (warp == 0) {  // exclusive scan of the counts and the compact list of active experts, 32 experts at a time
+        int position = 0, active = 0;
+        for (int base = 0; base < n_expert; base += 32) {
+            const int e = base + lane;
+            const int count = e < n_expert ? count_s[e] : 0, flag = count > 0;
+            int count_incl = count, flag_incl = flag;
+            for (int offset = 1; offset < 32; offset *= 2) {
+                const int c = __shfl_up_sync(0xffffffffu, count_incl, offset), f = __shfl_up_sync(0xffffffffu, flag_incl, offset);
+                if (lane >= offset) count_incl += c, flag_incl += f;
+            }
+            const int start = position + count_incl - count;
+            if (e < n_expert) start_s[e] = start;
+            if (flag) {
+                r.active_expert[active + flag_incl - 1] = e;
+                r.group_start[active + flag_incl - 1] = start;
+            }
+            position += __shfl_sync(0xffffffffu, count_incl, 31);
+            active += __shfl_sync(0xffffffffu, flag_incl, 31);
+        }
+        if (lane == 0) {
+            *r.n_active = active;
+            r.group_start[active] = position;
+        }
+    }
+    __syncthreads();
+    for (int pair = threadIdx.x; pair < p.n_token * k; pair += blockDim.x) {
+        const int e = pair < kPickCapacity ? pick_s[pair] : r.expert_index[pair];
+        r.group_pair[start_s[e] + atomicAdd(&fill_s[e], 1)] = pair;
+    }
+}
+
+struct ExpertParams {
+    const __nv_bfloat16 *const *w = nullptr;   // device table [n_expert] of bf16 [n_out][n_in]: gate, or down
+    const __nv_bfloat16 *const *w2 = nullptr;  // kSiluMul: the up table
+    const __nv_bfloat16 *x = nullptr;          // kSiluMul: bf16 [n_token][n_in] (token rows); kStore: bf16 [n_pair][n_in] (grouped rows)
+    const float *inv_rms = nullptr;            // kSiluMul, optional [n_token]: scales gate and up (folded norm)
+    void *y = nullptr;                         // kSiluMul: bf16 act [n_pair][n_out] (grouped rows); kStore: f32 [n_pair][n_out] (pair rows)
+    Routing routing;
+    int n_in = 0, n_out = 0, k = 0, n_token = 0;
+    int tiles_per_block = 1;                   // 16-row tiles a block (cluster) takes in turn: the routing look-ups are paid once
+};
+
+// Grid (cluster, ceil(n_out / 16) tiles, min(n_expert, n_token * k) expert slots), clusters of
+// gridDim.x blocks. The block of slot z serves active expert z, its tokens in passes of 8 NB (a
+// pass reads the tile's weights again: only when an expert has more than 8 NB tokens). Lane
+// (g, q) holds the A fragments of rows g, g + 8 and the B fragment of the pass's token g, as in
+// gemv.cuh's gemv_kernel; only the 8-token groups the expert has are multiplied.
+// EPI kStore (down_proj) reads the routing and issues its first weight loads before waiting for the
+// previous kernel (gate/up): gate/up lets its dependents launch only after its own wait, by which
+// time the routing kernel has completed.
+template <int NB, int EPI, bool VEC>
+__global__ void __launch_bounds__(kWarps * 32) expert_gemv_kernel(const ExpertParams p) {
+    constexpr bool kEarly = EPI == hp_cuda_gemv::kStore;
+    constexpr int M = EPI == hp_cuda_gemv::kSiluMul ? 2 : 1;
+    constexpr int NT = NB * 8, kStride = kTileRows + 1;
+    __shared__ float reduce_s[kWarps][NT * kStride];
+    __shared__ float block_sum_s[M][kTileRows * NT];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+    const int n_split = gridDim.x * kWarps, split = blockIdx.x * kWarps + warp;
+    const int n_in = p.n_in, n_chunk = (n_in + 7) / 8, n_step = (n_chunk + 3) / 4;
+    if constexpr (!kEarly) {
+        hp_cuda_gemv::wait_for_previous_grid();  // the routing comes from the previous kernel
+        hp_cuda_gemv::launch_dependents();
+    }
+    bool waited = !kEarly;
+    auto wait_once = [&] {
+        if (!waited) {
+            hp_cuda_gemv::wait_for_previous_grid();
+            hp_cuda_gemv::launch_dependents();
+            waited = true;
+        }
+    };
+    // The four routing loads are independent (slot < n_expert: in bounds even when inactive), so the
+    // weight loads wait on two round trips (routing, then the expert's table entry), not three.
+    const int slot = blockIdx.z;
+    const int n_active = *p.routing.n_active, expert = p.routing.active_expert[slot];
+    const int begin = p.routing.group_start[slot], end = p.routing.group_start[slot + 1];
+    if (slot >= n_active) {  // the whole cluster: its blocks share z
+        wait_once();
+        return;
+    }
+    const int count = end - begin;
+    const __nv_bfloat16 *w_base = p.w[expert], *w2_base = M == 2 ? p.w2[expert] : nullptr;
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    constexpr int kPerThread = (kTileRows * NT + kWarps * 32 - 1) / (kWarps * 32);
+    const int n_tile = (p.n_out + kTileRows - 1) / kTileRows, tile_end = min(n_tile, int(blockIdx.y + 1) * p.tiles_per_block);
+    for (int tile = blockIdx.y * p.tiles_per_block; tile < tile_end; ++tile) {  // uniform per cluster (blocks share y)
+        const int row0 = tile * kTileRows;
+        const __nv_bfloat16 *w_row[M][2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int64_t row = min(row0 + g + 8 * h, p.n_out - 1);
+            w_row[0][h] = w_base + row * n_in;
+            if constexpr (M == 2) w_row[M - 1][h] = w2_base + row * n_in;
+        }
+        for (int pass = 0; pass < count; pass += NT) {
+            const int n_t = min(NT, count - pass), n_group = (n_t + 7) / 8;
+            const __nv_bfloat16 *x_row[NB];
+#pragma unroll
+            for (int nb = 0; nb < NB; ++nb) {
+                const int i = nb * 8 + g;
+                const int pos = begin + pass + i;
+                if (i >= n_t) x_row[nb] = nullptr;
+                else if constexpr (EPI == hp_cuda_gemv::kSiluMul) x_row[nb] = p.x + int64_t(p.routing.group_pair[pos] / p.k) * n_in;
+                else x_row[nb] = p.x + int64_t(pos) * n_in;
+            }
+            float acc[M][NB][4];
+#pragma unroll
+            for (int m = 0; m < M; ++m)
+#pragma unroll
+                for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc[m][nb][i] = 0.0f;
+            for (int s0 = split * kUnroll; s0 < n_step; s0 += n_split * kUnroll) {
+                uint4 a[M][2][kUnroll];
+#pragma unroll
+                for (int u = 0; u < kUnroll; ++u) {
+                    const int c = min((s0 + u) * 4 + q, n_chunk - 1);  // clamped; its activations are zero
+#pragma unroll
+                    for (int m = 0; m < M; ++m)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) a[m][h][u] = hp_cuda_gemv::load_chunk<VEC, true>(w_row[m][h], c, n_in);
+                }
+                wait_once();  // the activations are the previous kernel's output
+#pragma unroll
+                for (int u = 0; u < kUnroll; ++u) {
+                    if (s0 + u >= n_step) break;
+                    const int c = (s0 + u) * 4 + q;
+#pragma unroll
+                    for (int nb = 0; nb < NB; ++nb) {
+                        if (nb >= n_group) break;  // warp-uniform: the expert has no tokens here
+                        const uint4 b = x_row[nb] && c < n_chunk ? hp_cuda_gemv::load_chunk<VEC, false>(x_row[nb], c, n_in) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+                        for (int m = 0; m < M; ++m) {
+                            hp_cuda_gemv::mma_16816(acc[m][nb], a[m][0][u].x, a[m][1][u].x, a[m][0][u].y, a[m][1][u].y, b.x, b.y);
+                            hp_cuda_gemv::mma_16816(acc[m][nb], a[m][0][u].z, a[m][1][u].z, a[m][0][u].w, a[m][1][u].w, b.z, b.w);
+                        }
+                    }
+                }
+            }
+            wait_once();  // a warp without inputs to take still waits before the epilogue writes
+            // Warps' partials in warp order, then the cluster's blocks in rank order (as gemv.cuh).
+#pragma unroll
+            for (int m = 0; m < M; ++m) {
+#pragma unroll
+                for (int nb = 0; nb < NB; ++nb) {
+                    float *out = reduce_s[warp] + (nb * 8 + 2 * q) * kStride + g;
+                    out[0] = acc[m][nb][0];
+                    out[kStride] = acc[m][nb][1];
+                    out[8] = acc[m][nb][2];
+                    out[kStride + 8] = acc[m][nb][3];
+                }
+                __syncthreads();
+#pragma unroll
+                for (int i = 0; i < kPerThread; ++i) {
+                    const int e = threadIdx.x + i * kWarps * 32;
+                    if (e >= kTileRows * NT) break;
+                    float total = 0.0f;
+                    for (int w = 0; w < kWarps; ++w) total += reduce_s[w][(e / kTileRows) * kStride + e % kTileRows];
+                    block_sum_s[m][e] = total;
+                }
+                __syncthreads();
+            }
+            cluster.sync();
+            if (blockIdx.x == 0) {
+#pragma unroll
+                for (int i = 0; i < kPerThread; ++i) {
+                    const int e = threadIdx.x + i * kWarps * 32, t = e / kTileRows, row = row0 + e % kTileRows;
+                    if (e >= kTileRows * NT) break;
+                    if (t >= n_t || row >= p.n_out) continue;
+                    float sum[M];
+#pragma unroll
+                    for (int m = 0; m < M; ++m) {
+                        sum[m] = block_sum_s[m][e];
+                        for (unsigned rank = 1; rank < gridDim.x; ++rank) sum[m] += cluster.map_shared_rank(&block_sum_s[m][0], rank)[e];
+                    }
+                    const int pos = begin + pass + t, pair = p.routing.group_pair[pos];
+                    if constexpr (EPI == hp_cuda_gemv::kSiluMul) {
+                        const float scale = p.inv_rms ? p.inv_rms[pair / p.k] : 1.0f;
+                        const float gate = sum[0] * scale, up = sum[M - 1] * scale;
+                        static_cast<__nv_bfloat16 *>(p.y)[int64_t(pos) * p.n_out + row] =
+                            __float2bfloat16_rn(p.routing.expert_weight[pair] * (gate / (1.0f + __expf(-gate)) * up));
+                    } else {
+                        static_cast<float *>(p.y)[int64_t(pair) * p.n_out + row] = sum[0];
+                    }
+                }
+            }
+            cluster.sync();  // shared memory stays alive (and unused) until the first block has read it
+        }
+    }
+}
+
+// One-token steps (knob moe_single_token): the token's k experts are all distinct and hit once, so
+// down_proj is one GEMV over the concatenated act (k * d_ff inputs, grouped order) whose weight row
+// is the experts' rows side by side: y[row] = sum_j W_down[active_expert[j]][row] . act[j]. Its
+// accumulate epilogue adds y into the residual and, with norm_out, writes the next norm's operand
+// and per-tile sums of x^2 exactly as gemv.cuh's kAccumulate (the next GEMV folds the norm), so the
+// step needs no combine kernel. Grid (cluster, ceil(d_model / 16)); warps split the k * steps-per-
+// expert input steps. Reads the routing before its wait, as the grouped down does.
+struct SingleDownParams {
+    const __nv_bfloat16 *const *w = nullptr;  // down table [n_expert] of bf16 [n_out][n_in]
+    const __nv_bfloat16 *act = nullptr;       // bf16 [k][n_in], grouped order
+    float *x = nullptr;                       // f32 [n_out] residual of the token
+    hp_cuda_gemv::NormOut norm_out;           // optional
+    const int32_t *n_active = nullptr, *active_expert = nullptr;
+    int n_in = 0, n_out = 0;
+};
+
+constexpr int kMaxSingleExperts = 64;  // top-k the one-token down kernel takes
+
+template <bool VEC>
+__global__ void __launch_bounds__(kWarps * 32) expert_down_single_kernel(const SingleDownParams p) {
+    constexpr int kStride = kTileRows + 1;
+    __shared__ float reduce_s[kWarps][8 * kStride];
+    __shared__ float block_sum_s[kTileRows * 8];
+    __shared__ const __nv_bfloat16 *expert_w_s[kMaxSingleExperts];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+    const int n_split = gridDim.x * kWarps, split = blockIdx.x * kWarps + warp;
+    const int row0 = blockIdx.y * kTileRows;
+    const int n_in = p.n_in, n_chunk = (n_in + 7) / 8, n_step_e = (n_chunk + 3) / 4;
+    const int n_expert = *p.n_active, n_step = n_expert * n_step_e;
+    for (int j = threadIdx.x; j < n_expert; j += blockDim.x) expert_w_s[j] = p.w[p.active_expert[j]];
+    __syncthreads();
+    const int64_t row_lo = min(row0 + g, p.n_out - 1), row_hi = min(row0 + g + 8, p.n_out - 1);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    bool waited = false;
+    for (int s0 = split * kUnroll; s0 < n_step; s0 += n_split * kUnroll) {
+        uint4 a[2][kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int step = min(s0 + u, n_step - 1), j = step / n_step_e;
+            const int c = min((step - j * n_step_e) * 4 + q, n_chunk - 1);
+            a[0][u] = hp_cuda_gemv::load_chunk<VEC, true>(expert_w_s[j] + row_lo * n_in, c, n_in);
+            a[1][u] = hp_cuda_gemv::load_chunk<VEC, true>(expert_w_s[j] + row_hi * n_in, c, n_in);
+        }
+        if (!waited) {
+            hp_cuda_gemv::wait_for_previous_grid();
+            hp_cuda_gemv::launch_dependents();
+            waited = true;
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            if (s0 + u >= n_step) break;
+            const int j = (s0 + u) / n_step_e, c = (s0 + u - j * n_step_e) * 4 + q;
+            const uint4 b = g == 0 && c < n_chunk ? hp_cuda_gemv::load_chunk<VEC, false>(p.act + int64_t(j) * n_in, c, n_in) : make_uint4(0, 0, 0, 0);
+            hp_cuda_gemv::mma_16816(acc, a[0][u].x, a[1][u].x, a[0][u].y, a[1][u].y, b.x, b.y);
+            hp_cuda_gemv::mma_16816(acc, a[0][u].z, a[1][u].z, a[0][u].w, a[1][u].w, b.z, b.w);
+        }
+    }
+    if (!waited) {
+        hp_cuda_gemv::wait_for_previous_grid();
+        hp_cuda_gemv::launch_dependents();
+    }
+    float *out = reduce_s[warp] + (2 * q) * kStride + g;
+    out[0] = acc[0];
+    out[kStride] = acc[1];
+    out[8] = acc[2];
+    out[kStride + 8] = acc[3];
+    __syncthreads();
+    for (int e = threadIdx.x; e < kTileRows * 8; e += blockDim.x) {
+        float total = 0.0f;
+        for (int w = 0; w < kWarps; ++w) total += reduce_s[w][(e / kTileRows) * kStride + e % kTileRows];
+        block_sum_s[e] = total;
+    }
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    cluster.sync();
+    if (blockIdx.x == 0 && threadIdx.x < 32) {  // token 0's 16 rows: lanes 0..15 (16..31 add zeros to the shuffles)
+        const int row = row0 + lane % kTileRows;
+        const bool active = lane < kTileRows && row < p.n_out;
+        float sum = block_sum_s[lane % kTileRows];
+        for (unsigned rank = 1; rank < gridDim.x; ++rank) sum += cluster.map_shared_rank(&block_sum_s[0], rank)[lane % kTileRows];
+        const float x_new = active ? p.x[row] + sum : 0.0f;
+        if (active) p.x[row] = x_new;
+        if (p.norm_out.h) {
+            if (active) p.norm_out.h[row] = __float2bfloat16_rn(x_new * hp_cuda_gemv::load_bias(p.norm_out.w_dtype, p.norm_out.w, row));
+            float square = x_new * x_new;
+            for (int offset = kTileRows / 2; offset > 0; offset /= 2) square += __shfl_xor_sync(0xffffffffu, square, offset);
+            if (lane == 0) p.norm_out.sum_sq[row0 / kTileRows] = square;
+        }
+    }
+    cluster.sync();
+}
+
+// Blocks of `kernel` resident at once on the device (occupancy x SMs), asked once per kernel.
+inline int64_t wave_blocks(const void *kernel) {
+    static const void *known[32];
+    static int64_t blocks[32];
+    for (int i = 0; i < 32 && known[i]; ++i) {
+        if (known[i] == kernel) return blocks[i];
+    }
+    int device = 0, n_sm = 0, per_sm = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0);
+    const int64_t wave = int64_t(std::max(per_sm, 1)) * std::max(n_sm, 1);
+    for (int i = 0; i < 32; ++i) {
+        if (!known[i]) {
+            known[i] = kernel;
+            blocks[i] = wave;
+            break;
+        }
+    }
+    return wave;
+}
+
+// Blocks per cluster: the fewest (a power of two up to HP_CUDA_MOE_MAX_CLUSTER) that give at least
+// HP_CUDA_MOE_TARGET_WARPS warps over all tiles of the slots, without leaving a warp less than one
+// full iteration of the input loop, and (HP_CUDA_MOE_ONE_WAVE) without a grid larger than one wave
+// of resident blocks (`wave`): a second, partial wave costs a whole extra round of memory latency.
+inline int cluster_size(int64_t tiles, int n_in, int64_t wave) {
+    const int n_step = ((n_in + 7) / 8 + 3) / 4;
+    int size = 1;
+    while (size < HP_CUDA_MOE_MAX_CLUSTER && tiles * size * kWarps < HP_CUDA_MOE_TARGET_WARPS && 2 * size * kWarps * kUnroll <= n_step &&
+           (!HP_CUDA_MOE_ONE_WAVE || tiles * size * 2 <= wave)) {
+        size *= 2;
+    }
+    return size;
+}
+
+template <int NB, int EPI>
+void launch_expert_tokens(const ExpertParams &p, int tiles, int slots, bool vec, cudaStream_t stream) {
+    void (*kernel)(ExpertParams) = vec ? expert_gemv_kernel<NB, EPI, true> : expert_gemv_kernel<NB, EPI, false>;
+    const dim3 grid(unsigned(cluster_size(int64_t(tiles) * slots, p.n_in, wave_blocks(reinterpret_cast<const void *>(kernel)))),
+                    unsigned(tiles), unsigned(slots));
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(kWarps * 32);
+    config.stream = stream;
+    cudaLaunchAttribute attribute[2];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = grid.x;
+    attribute[0].val.clusterDim.y = 1;
+    attribute[0].val.clusterDim.z = 1;
+    attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[1].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = HP_CUDA_PDL ? 2 : 1;
+    cudaLaunchKernelEx(&config, kernel, p);
+}
+
+// One expert GEMV launch for a step of n_token tokens (EPI: kSiluMul gate/up, kStore down).
+// `vec`: every expert matrix 16-byte aligned, n_in % 8 == 0 and x aligned (the caller knows the tables).
+template <int EPI>
+void launch_experts(const ExpertParams &p, int n_expert, bool vec, cudaStream_t stream) {
+    if (p.n_token <= 0) return;
+    const int slots = std::min(n_expert, p.n_token * p.k);
+    const int tiles = (p.n_out + kTileRows - 1) / kTileRows / p.tiles_per_block + ((p.n_out + kTileRows - 1) / kTileRows % p.tiles_per_block != 0);
+    vec = vec && p.n_in % 8 == 0 && hp_cuda_gemv::aligned16(p.x);
+    const int nb = p.n_token <= 8 ? 1 : p.n_token <= 16 ? 2 : p.n_token <= 32 ? 4 : 8;
+    switch (nb) {
+        case 1: launch_expert_tokens<1, EPI>(p, tiles, slots, vec, stream); break;
+        case 2: launch_expert_tokens<2, EPI>(p, tiles, slots, vec, stream); break;
+        case 4: launch_expert_tokens<4, EPI>(p, tiles, slots, vec, stream); break;
+        default: launch_expert_tokens<8, EPI>(p, tiles, slots, vec, stream); break;
+    }
+}
+
+// x[t] += sum_slot out[t * k + slot] (routing weights already folded in), in slot order, (+
+// sigmoid(shared_logit[t]) * shared[t]); with norm_w also h[t] = bf16(x[t] / rms(x[t]) * norm_w).
+// One block per token.
+__global__ void __launch_bounds__(256) moe_combine_norm_kernel(float *x, const float *out, int k, const float *shared, const float *shared_logit,
+                                                          int d_model, const void *norm_w, hp_dtype norm_dtype, float norm_eps,
+                                                          __nv_bfloat16 *h) {
+    __shared__ float partial_s[8];
+    hp_cuda_gemv::launch_dependents();
+    hp_cuda_gemv::wait_for_previous_grid();
+    const int t = blockIdx.x;
+    const float shared_weight = shared ? 1.0f / (1.0f + __expf(-shared_logit[t])) : 0.0f;
+    float *row = x + int64_t(t) * d_model;
+    float sum_sq = 0.0f;
+    for (int i = threadIdx.x; i < d_model; i += blockDim.x) {
+        float sum = 0.0f;
+        for (int slot = 0; slot < k; ++slot) sum += out[(int64_t(t) * k + slot) * d_model + i];
+        if (shared) sum += shared_weight * shared[int64_t(t) * d_model + i];
+        const float value = row[i] + sum;
+        row[i] = value;
+        sum_sq += value * value;
+    }
+    if (!norm_w) return;
+    for (int offset = 16; offset > 0; offset /= 2) sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
+    if (threadIdx.x % 32 == 0) partial_s[threadIdx.x / 32] = sum_sq;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) total += partial_s[w];
+    const float scale = rsqrtf(total / float(d_model) + norm_eps);
+    for (int i = threadIdx.x; i < d_model; i += blockDim.x) {
+        h[int64_t(t) * d_model + i] = __float2bfloat16_rn(row[i] * scale * hp_cuda_gemv::load_bias(norm_dtype, norm_w, i));
+    }
+}
+
+// The device side of one MoE FFN after the router logits: routing and grouping, gate/up, down,
+// combine into x (and the next norm's operand when `next_norm_w`). Shared-expert results, when
+// given, are added by the combine. Buffers: act bf16 [n_token * k][d_ff], out f32 [n_token * k][d_model].
+struct MoeStep {
+    RouteParams route;                  // logits, n_token, n_expert, k, norm_topk_prob, folded-norm sums, counts, routing
+    const __nv_bfloat16 *const *gate = nullptr, *const *up = nullptr, *const *down = nullptr;  // device tables [n_expert]
+    bool vec = false;                   // every expert matrix 16-byte aligned
+    const __nv_bfloat16 *h = nullptr;   // bf16 [n_token][d_model]: the FFN input (bf16(x * norm_w) when folded)
+    int d_model = 0, d_ff = 0;
+    __nv_bfloat16 *act = nullptr;
+    float *out = nullptr;
+    float *x = nullptr;                 // f32 residual [n_token][d_model]
+    const float *shared = nullptr, *shared_logit = nullptr;
+    int down_tiles = 1;                 // grouped down: 16-row tiles per block (the plugin: knobs moe_down_tiles, moe_down_tiles_min_tokens)
+    bool single_token = false;          // n_token == 1, no shared expert: expert_down_single_kernel accumulates into x (no combine)
+    hp_cuda_gemv::NormOut norm_out;     // single_token, optional: the next norm's operand and tile sums (gemv.cuh)
+    const void *next_norm_w = nullptr;  // combine, optional: write h = bf16(RMSNorm(x) * next_norm_w)
+    hp_dtype next_norm_dtype = HP_DTYPE_F32;
+    float norm_eps = 0.0f;
+    __nv_bfloat16 *h_out = nullptr;
+};
+
+// route -> gate/up -> down on `stream` (the combine is separate: a shared expert may run between;
+// single_token steps need none).
+inline void moe_experts(const MoeStep &s, cudaStream_t stream) {
+    const int n_token = s.route.n_token;
+    if (n_token <= 0) return;
+    const int per_lane = (s.route.n_expert + 31) / 32;
+    auto route = per_lane <= 1 ? route_group_kernel<1> : per_lane <= 2 ? route_group_kernel<2> : per_lane <= 4 ? route_group_kernel<4>
+               : per_lane <= 8 ? route_group_kernel<8> : route_group_kernel<kMaxExpert / 32>;
+    hp_cuda_gemv::launch_pdl(route, dim3(1), dim3(kRouteThreads), 0, stream, s.route);
+    ExpertParams p;
+    p.routing = s.route.routing;
+    p.k = s.route.k;
+    p.n_token = n_token;
+    p.w = s.gate;
+    p.w2 = s.up;
+    p.x = s.h;
+    p.inv_rms = s.route.x_sum_sq ? s.route.routing.inv_rms : nullptr;
+    p.y = s.act;
+    p.n_in = s.d_model;
+    p.n_out = s.d_ff;
+    launch_experts<hp_cuda_gemv::kSiluMul>(p, s.route.n_expert, s.vec, stream);
+    if (s.single_token) {
+        SingleDownParams d;
+        d.w = s.down;
+        d.act = s.act;
+        d.x = s.x;
+        d.norm_out = s.norm_out;
+        d.n_active = s.route.routing.n_active;
+        d.active_expert = s.route.routing.active_expert;
+        d.n_in = s.d_ff;
+        d.n_out = s.d_model;
+        const int tiles = (s.d_model + kTileRows - 1) / kTileRows;
+        const bool vec = s.vec && s.d_ff % 8 == 0 && hp_cuda_gemv::aligned16(s.act);
+        void (*kernel)(SingleDownParams) = vec ? expert_down_single_kernel<true> : expert_down_single_kernel<false>;
+        cudaLaunchConfig_t config = {};
+        config.gridDim = dim3(unsigned(cluster_size(tiles, s.route.k * s.d_ff, wave_blocks(reinterpret_cast<const void *>(kernel)))), unsigned(tiles));
+        config.blockDim = dim3(kWarps * 32);
+        config.stream = stream;
+        cudaLaunchAttribute attribute[2];
+        attribute[0].id = cudaLaunchAttributeClusterDimension;
+        attribute[0].val.clusterDim.x = config.gridDim.x;
+        attribute[0].val.clusterDim.y = 1;
+        attribute[0].val.clusterDim.z = 1;
+        attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute[1].val.programmaticStreamSerializationAllowed = 1;
+        config.attrs = attribute;
+        config.numAttrs = HP_CUDA_PDL ? 2 : 1;
+        cudaLaunchKernelEx(&config, kernel, d);
+        return;
+    }
+    p.w = s.down;
+    p.w2 = nullptr;
+    p.x = s.act;
+    p.inv_rms = nullptr;
+    p.y = s.out;
+    p.n_in = s.d_ff;
+    p.n_out = s.d_model;
+    p.tiles_per_block = s.down_tiles;
+    launch_experts<hp_cuda_gemv::kStore>(p, s.route.n_expert, s.vec, stream);
+}
+
+inline void moe_combine(const MoeStep &s, cudaStream_t stream) {
+    if (s.route.n_token <= 0) return;
+    hp_cuda_gemv::launch_pdl(moe_combine_norm_kernel, dim3(s.route.n_token), dim3(256), 0, stream, s.x, static_cast<const float *>(s.out),
+                             s.route.k, s.shared, s.shared_logit, s.d_model, s.next_norm_w, s.next_norm_dtype, s.norm_eps, s.h_out);
+}
+
+}  // namespace hp_cuda_moe
