@@ -80,6 +80,7 @@ struct FdShared {
     float m[kFdWarps][G], l[kFdWarps][G];
     float acc[kFdWarps][G][D];
     float weight[kFdMaxSplit][G];
+    float total[G];  // the last block's sum over splits of weight * l, per head
     bool last;
 };
 
@@ -134,26 +135,59 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     __syncthreads();
     if (!sh.last) return;
     __threadfence();
+    // Per head: the splits' weights exp2(m_s - max) and their weighted sum of l.
     for (int h = warp; h < group; h += kFdWarps) {
         const float *rows = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row;
         float m_max = -INFINITY;
         for (int s = lane; s < p.n_split; s += 32) m_max = fmaxf(m_max, __ldcg(rows + s * partial_row));
         for (int offset = 16; offset > 0; offset /= 2) m_max = fmaxf(m_max, __shfl_xor_sync(0xffffffffu, m_max, offset));
+        float total = 0.0f;
         for (int s = lane; s < p.n_split; s += 32) {
             const float ms = __ldcg(rows + s * partial_row);
-            sh.weight[s][h] = ms == -INFINITY ? 0.0f : exp2f(ms - m_max);
+            const float weight = ms == -INFINITY ? 0.0f : exp2f(ms - m_max);
+            sh.weight[s][h] = weight;
+            total += weight * __ldcg(rows + s * partial_row + 1);
         }
+        for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+        if (lane == 0) sh.total[h] = total;
     }
     __syncthreads();
-    for (int o = threadIdx.x; o < group * D; o += kFdWarps * 32) {
-        const int h = o / D, i = o % D;
-        const float *rows = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row;
-        float sum = 0.0f, value = 0.0f;
-        for (int s = 0; s < p.n_split; ++s) {
-            sum += sh.weight[s][h] * __ldcg(rows + s * partial_row + 1);
-            value += sh.weight[s][h] * __ldcg(rows + s * partial_row + 2 + i);
+    // The weighted sum of the splits' outputs, two elements per load: each thread holds its kPairs
+    // pairs (of every head of the group) and walks the splits in order, kUnrollSplits splits at a
+    // time, so that kPairs * kUnrollSplits independent loads are in flight (a pair at a time, the
+    // loads from L2 would be a chain of n_split latencies per element).
+    constexpr int kPairs = (G * D / 2 + kFdWarps * 32 - 1) / (kFdWarps * 32), kUnrollSplits = 8;
+    const int n_pair = group * D / 2;
+    const float *pair_row[kPairs];
+    float2 value[kPairs];
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+        const int o = min(int(threadIdx.x) + j * kFdWarps * 32, n_pair - 1), h = 2 * o / D;
+        pair_row[j] = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row + 2 + 2 * o % D;
+        value[j] = make_float2(0.0f, 0.0f);
+    }
+    for (int s0 = 0; s0 < p.n_split; s0 += kUnrollSplits) {
+#pragma unroll
+        for (int u = 0; u < kUnrollSplits; ++u) {
+            const int s = s0 + u;
+            if (s >= p.n_split) break;
+#pragma unroll
+            for (int j = 0; j < kPairs; ++j) {
+                const float2 v = __ldcg(reinterpret_cast<const float2 *>(pair_row[j] + s * partial_row));
+                const float weight = sh.weight[s][2 * min(int(threadIdx.x) + j * kFdWarps * 32, n_pair - 1) / D];
+                value[j].x += weight * v.x;
+                value[j].y += weight * v.y;
+            }
         }
-        out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / sum);
+    }
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+        const int o = int(threadIdx.x) + j * kFdWarps * 32;
+        if (o >= n_pair) break;
+        const int h = 2 * o / D, i = 2 * o % D;
+        const float total = sh.total[h];
+        *reinterpret_cast<__nv_bfloat162 *>(out + (int64_t(t) * p.n_head + head0 + h) * D + i) =
+            __floats2bfloat162_rn(value[j].x / total, value[j].y / total);
     }
 }
 
