@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,12 +38,15 @@ void run_threads(int n_thread, const std::function<void(int)> &fn) {
 
 }  // namespace
 
-double read_bandwidth_gbs(int n_thread) {
-    const size_t bytes = size_t(1) << 30, per = bytes / size_t(n_thread);
-    char *buffer = static_cast<char *>(std::aligned_alloc(64, bytes));
+double read_bandwidth_gbs(int n_thread, bool huge_pages) {
+    const size_t bytes = size_t(1) << 30, per = bytes / size_t(n_thread), huge = size_t(2) << 20;
+    void *reserved = mmap(nullptr, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (reserved == MAP_FAILED) return 0.0;
+    char *buffer = reinterpret_cast<char *>((reinterpret_cast<uintptr_t>(reserved) + huge - 1) & ~uintptr_t(huge - 1));
+    madvise(buffer, bytes, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     std::memset(buffer, 1, bytes);
     std::vector<float> sink(size_t(n_thread) * 16);
-    return median_of(7, [&] {
+    const double gbs = median_of(7, [&] {
         const double start = now();
         run_threads(n_thread, [&](int t) {
             const char *p = buffer + size_t(t) * per;
@@ -57,6 +61,8 @@ double read_bandwidth_gbs(int n_thread) {
         });
         return double(bytes) / (now() - start) / 1e9;
     });
+    munmap(reserved, bytes + huge);
+    return gbs;
 }
 
 namespace {
@@ -96,9 +102,14 @@ double fma_peak_gflops(int n_thread, bool bf16) {
 
 BlasPeer::BlasPeer(const std::vector<std::pair<int, int>> &shapes) : shapes_(shapes) {
     for (auto [out, in] : shapes_) {
-        weights_.emplace_back(size_t(out) * size_t(in));
-        std::vector<float> &w = weights_.back();
-        for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 2654435761u >> 22) % 64 - 32) * 1e-3f;
+        // On huge pages, as the baseline's preset weights are (SyntheticOptions::huge_pages).
+        const size_t n = size_t(out) * size_t(in), bytes = n * sizeof(float), huge = size_t(2) << 20;
+        void *reserved = mmap(nullptr, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (reserved == MAP_FAILED) std::abort();
+        auto *w = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(reserved) + huge - 1) & ~uintptr_t(huge - 1));
+        madvise(w, bytes, MADV_HUGEPAGE);
+        for (size_t i = 0; i < n; ++i) w[i] = float(int(i * 2654435761u >> 22) % 64 - 32) * 1e-3f;
+        weights_.push_back(w);
         max_in_ = std::max(max_in_, in);
         max_out_ = std::max(max_out_, out);
     }
@@ -115,9 +126,9 @@ double BlasPeer::tokens_per_s(int n_thread, int n_token) {
         for (size_t i = 0; i < shapes.size(); ++i) {
             const struct { int out, in; } s{shapes[i].first, shapes[i].second};
             if (n_token == 1) {
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, s.out, s.in, 1.0f, weights[i].data(), s.in, x.data(), 1, 0.0f, y.data(), 1);
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, s.out, s.in, 1.0f, weights[i], s.in, x.data(), 1, 0.0f, y.data(), 1);
             } else {  // y[tokens][out] = x[tokens][in] W[out][in]^T
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_token, s.out, s.in, 1.0f, x.data(), s.in, weights[i].data(), s.in,
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_token, s.out, s.in, 1.0f, x.data(), s.in, weights[i], s.in,
                             0.0f, y.data(), s.out);
             }
         }

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "hotpass/core/mapped_file.h"
@@ -181,6 +183,26 @@ Result<Model> load_model(const std::filesystem::path &dir) {
     return model;
 }
 
+// Huge pages: the mapping reserves 2 MiB of slack and unmaps what lies outside the aligned range.
+std::shared_ptr<void> map_tensor_memory(size_t n_byte, bool huge_pages) {
+    constexpr size_t kHuge = size_t(2) << 20;
+    const size_t bytes = std::max<size_t>(n_byte, 1);
+    if (!huge_pages || bytes < kHuge) {
+        void *memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (memory == MAP_FAILED) return nullptr;
+        return std::shared_ptr<void>(memory, [bytes](void *ptr) { munmap(ptr, bytes); });
+    }
+    const size_t page = size_t(sysconf(_SC_PAGE_SIZE)), mapped = (bytes + page - 1) / page * page;
+    void *reserved = mmap(nullptr, mapped + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (reserved == MAP_FAILED) return nullptr;
+    char *start = reinterpret_cast<char *>((reinterpret_cast<uintptr_t>(reserved) + kHuge - 1) & ~uintptr_t(kHuge - 1));
+    const size_t head = size_t(start - static_cast<char *>(reserved));  // a multiple of the page size
+    if (head > 0) munmap(reserved, head);
+    munmap(start + mapped, kHuge - head);
+    madvise(start, mapped, MADV_HUGEPAGE);
+    return std::shared_ptr<void>(start, [mapped](void *ptr) { munmap(ptr, mapped); });
+}
+
 Result<Model> open_model(std::string_view spec, const SyntheticOptions &options) {
     if (!spec.starts_with("preset:")) return load_model(std::filesystem::path(spec));
     auto config = preset_config(spec.substr(7));
@@ -198,14 +220,12 @@ Result<Model> open_model(std::string_view spec, const SyntheticOptions &options)
     for (TensorSpec &tensor_spec : expected_tensors(model.config)) {
         uint64_t n_byte = dtype_size(options.dtype);
         for (int64_t extent : tensor_spec.shape) n_byte *= uint64_t(extent);
-        // Page-aligned anonymous memory, made read-only once filled: like a mapped checkpoint,
-        // a write to a weight faults.
-        const size_t mapped_bytes = std::max<size_t>(n_byte, 1);
-        void *memory = mmap(nullptr, mapped_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (memory == MAP_FAILED) return error("out of memory generating {} ({} bytes)", tensor_spec.name, n_byte);
-        std::shared_ptr<void> buffer(memory, [mapped_bytes](void *ptr) { munmap(ptr, mapped_bytes); });
+        // Page-aligned anonymous memory (huge pages where advised), made read-only once filled:
+        // like a mapped checkpoint, a write to a weight faults.
+        std::shared_ptr<void> buffer = map_tensor_memory(n_byte, options.huge_pages);
+        if (!buffer) return error("out of memory generating {} ({} bytes)", tensor_spec.name, n_byte);
         synthesize_tensor(tensor_spec, model.config, options, buffer.get());
-        mprotect(memory, mapped_bytes, PROT_READ);
+        mprotect(buffer.get(), std::max<size_t>(n_byte, 1), PROT_READ);
         model.tensors.push_back(TensorView{std::move(tensor_spec), options.dtype, buffer.get(), n_byte});
         model.storage.push_back(std::move(buffer));
     }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -145,10 +147,35 @@ TEST(ModelLoading, PresetInMemoryMatchesTheWrittenCheckpoint) {
     for (size_t i = 0; i < on_disk->tensors.size(); ++i) {
         ASSERT_EQ(std::memcmp(in_memory->tensors[i].data, on_disk->tensors[i].data, on_disk->tensors[i].n_byte), 0);
     }
+    // Weights on 4 KiB pages hold the same values as on huge pages.
+    options.huge_pages = false;
+    auto small_pages = open_model("preset:tiny-llama", options);
+    ASSERT_TRUE(small_pages.ok()) << small_pages.error();
+    for (size_t i = 0; i < on_disk->tensors.size(); ++i) {
+        ASSERT_EQ(std::memcmp(in_memory->tensors[i].data, small_pages->tensors[i].data, on_disk->tensors[i].n_byte), 0);
+    }
     EXPECT_FALSE(open_model("preset:no-such").ok());
     auto huge = open_model("preset:qwen3-30b-a3b");
     ASSERT_FALSE(huge.ok());
     EXPECT_NE(huge.error().find("needs"), std::string::npos);
+}
+
+TEST(ModelLoading, TensorMemoryOfAtLeastTwoMiBStartsOnAHugePageBoundary) {
+    constexpr size_t kHuge = size_t(2) << 20;
+    for (size_t n_byte : {kHuge, 3 * kHuge + 4097, size_t(65536000)}) {
+        std::shared_ptr<void> memory = map_tensor_memory(n_byte, true);
+        ASSERT_NE(memory, nullptr);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(memory.get()) % kHuge, 0u) << n_byte;
+        auto *bytes = static_cast<unsigned char *>(memory.get());
+        EXPECT_EQ(bytes[0] | bytes[n_byte - 1], 0);  // zeroed, and the last byte is mapped
+        std::memset(bytes, 7, n_byte);
+        EXPECT_EQ(bytes[n_byte - 1], 7);
+    }
+    std::shared_ptr<void> small = map_tensor_memory(4096, true), plain = map_tensor_memory(3 * kHuge, false);
+    ASSERT_NE(small, nullptr);
+    ASSERT_NE(plain, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(small.get()) % 4096, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(plain.get()) % 4096, 0u);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ void ThreadPool::claim_chunks(uint32_t generation, int thread) {
     uint64_t word = work_.load(std::memory_order_acquire);
     while (uint32_t(word >> 32) == generation) {
         const int64_t chunk = int64_t(word & 0xffffffffu);
-        if (chunk >= n_chunk_.load(std::memory_order_relaxed)) return;
+        if (chunk >= n_chunk_.load(std::memory_order_acquire)) return;
         if (!work_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel)) continue;
         job_.load(std::memory_order_relaxed)(job_context_.load(std::memory_order_relaxed), chunk, thread);
         n_finished_.fetch_add(1, std::memory_order_release);
@@ -38,9 +38,14 @@ void ThreadPool::claim_chunks(uint32_t generation, int thread) {
 }
 
 void ThreadPool::dispatch(int64_t n_chunk) {
+    // Close the previous job first. A worker may still hold its last work word (generation,
+    // chunk == its n_chunk) and read the new, larger n_chunk_; without this store its
+    // compare-exchange would succeed, run a chunk of the new job under the old generation and
+    // count it twice (the caller below then waited forever).
+    work_.store(uint64_t(last_generation_) << 32 | kClosed);
     const uint32_t generation = ++last_generation_;
     n_finished_.store(0, std::memory_order_relaxed);
-    n_chunk_.store(n_chunk, std::memory_order_relaxed);
+    n_chunk_.store(n_chunk, std::memory_order_release);  // after the close, for claim_chunks' acquire
     work_.store(uint64_t(generation) << 32);  // seq_cst: publishes the job before anyone claims
     generation_.store(generation);
     if (n_sleeping_.load() > 0) generation_.notify_all();

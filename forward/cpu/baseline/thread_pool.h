@@ -44,6 +44,7 @@ public:
 
 private:
     using JobFn = void (*)(void *, int64_t, int);
+    static constexpr uint64_t kClosed = 0xffffffffu;  // chunk field of a finished job: nothing to claim
     void dispatch(int64_t n_chunk);
     void claim_chunks(uint32_t generation, int thread);
     void worker(int thread, uint32_t seen);
@@ -53,7 +54,7 @@ private:
     std::atomic<JobFn> job_{nullptr};
     std::atomic<void *> job_context_{nullptr};
     std::atomic<int64_t> n_chunk_{0};
-    alignas(64) std::atomic<uint64_t> work_{0};  // generation << 32 | next unclaimed chunk
+    alignas(64) std::atomic<uint64_t> work_{0};  // generation << 32 | next unclaimed chunk (kClosed: none)
     alignas(64) std::atomic<uint32_t> generation_{0};
     alignas(64) std::atomic<int64_t> n_finished_{0};
     alignas(64) std::atomic<int> n_sleeping_{0};

@@ -54,4 +54,10 @@ Result<Model> load_model(const std::filesystem::path &dir);
 // options.seed (refused when they would not fit in memory).
 Result<Model> open_model(std::string_view spec, const SyntheticOptions &options = {});
 
+// Zeroed, page-aligned anonymous memory of n_byte bytes for one in-memory tensor (NULL when the
+// mapping fails), unmapped when the last owner lets go. With huge_pages, memory of at least 2 MiB
+// starts on a 2 MiB boundary and is advised as transparent huge pages (MADV_HUGEPAGE) before it
+// is touched; where THP is off the advice does nothing and the pages stay 4 KiB.
+std::shared_ptr<void> map_tensor_memory(size_t n_byte, bool huge_pages);
+
 }  // namespace hp::model

@@ -26,6 +26,10 @@ struct SyntheticOptions {
     float bias_std = 0.0f;
     float norm_std = 0.0f;
     uint64_t max_shard_bytes = uint64_t(4) << 30;  // folders above this are sharded
+    // Preset weights in memory (open_model): tensors of at least 2 MiB start on a 2 MiB boundary
+    // and are advised as transparent huge pages (MADV_HUGEPAGE), so a decode step's weight stream
+    // crosses 512x fewer pages. false: plain 4 KiB pages (for A/B measurements).
+    bool huge_pages = true;
 };
 
 struct PresetInfo {
