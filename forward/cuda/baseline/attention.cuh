@@ -153,30 +153,38 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     }
     __syncthreads();
     // The weighted sum of the splits' outputs, two elements per load: each thread holds its kPairs
-    // pairs (of every head of the group) and walks the splits in order, kUnrollSplits splits at a
-    // time, so that kPairs * kUnrollSplits independent loads are in flight (a pair at a time, the
-    // loads from L2 would be a chain of n_split latencies per element).
+    // pairs (of every head of the group) and walks the splits in order, kUnrollSplits at a time with
+    // no branch inside (a split past n_split reloads the last one with weight 0), so that kPairs *
+    // kUnrollSplits independent loads are in flight (one output at a time, the loads from L2 were a
+    // chain of n_split latencies per element).
     constexpr int kPairs = (G * D / 2 + kFdWarps * 32 - 1) / (kFdWarps * 32), kUnrollSplits = 8;
     const int n_pair = group * D / 2;
     const float *pair_row[kPairs];
+    int pair_head[kPairs];
     float2 value[kPairs];
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
-        const int o = min(int(threadIdx.x) + j * kFdWarps * 32, n_pair - 1), h = 2 * o / D;
-        pair_row[j] = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row + 2 + 2 * o % D;
+        const int o = min(int(threadIdx.x) + j * kFdWarps * 32, n_pair - 1);
+        pair_head[j] = 2 * o / D;
+        pair_row[j] = partial + (int64_t(t) * p.n_head + head0 + pair_head[j]) * p.n_split * partial_row + 2 + 2 * o % D;
         value[j] = make_float2(0.0f, 0.0f);
     }
     for (int s0 = 0; s0 < p.n_split; s0 += kUnrollSplits) {
+        float2 v[kUnrollSplits][kPairs];
 #pragma unroll
         for (int u = 0; u < kUnrollSplits; ++u) {
-            const int s = s0 + u;
-            if (s >= p.n_split) break;
+            const int s = min(s0 + u, p.n_split - 1);
+#pragma unroll
+            for (int j = 0; j < kPairs; ++j) v[u][j] = __ldcg(reinterpret_cast<const float2 *>(pair_row[j] + s * partial_row));
+        }
+#pragma unroll
+        for (int u = 0; u < kUnrollSplits; ++u) {
+            const int s = min(s0 + u, p.n_split - 1);
 #pragma unroll
             for (int j = 0; j < kPairs; ++j) {
-                const float2 v = __ldcg(reinterpret_cast<const float2 *>(pair_row[j] + s * partial_row));
-                const float weight = sh.weight[s][2 * min(int(threadIdx.x) + j * kFdWarps * 32, n_pair - 1) / D];
-                value[j].x += weight * v.x;
-                value[j].y += weight * v.y;
+                const float weight = s0 + u < p.n_split ? sh.weight[s][pair_head[j]] : 0.0f;
+                value[j].x += weight * v[u][j].x;
+                value[j].y += weight * v[u][j].y;
             }
         }
     }
