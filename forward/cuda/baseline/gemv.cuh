@@ -228,6 +228,44 @@ __device__ inline void mma_16816(float c[4], uint32_t a0, uint32_t a1, uint32_t 
 #endif
 }
 
+// A block's partial sums of its 16-row tile, in shared memory: each warp's accumulators acc[m][nb]
+// (lane (g, q) holds the m16n8k16 C fragment of rows g, g + 8 and tokens 2q, 2q + 1 of 8-token
+// tile nb) are added in warp order into block_sum[m][e], e = token * kTileRows + row (rows fastest:
+// stores of 16 consecutive rows coalesce), through one padded scratch slice per warp.
+// Deterministic (a fixed order); the gemv and expert kernels share it. W: warps per block.
+template <int W, int M, int NB>
+struct WarpPartials {
+    static constexpr int kStride = kTileRows + 1;  // scratch row stride, padded against bank conflicts
+    float scratch[W][NB * 8 * kStride];
+    float block_sum[M][kTileRows * NB * 8];  // read by the cluster's first block (distributed shared memory)
+
+    __device__ void add(const float (&acc)[M][NB][4]) {
+        constexpr int kPerThread = (kTileRows * NB * 8 + W * 32 - 1) / (W * 32);
+        const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+#pragma unroll
+            for (int nb = 0; nb < NB; ++nb) {
+                float *out = scratch[warp] + (nb * 8 + 2 * q) * kStride + g;
+                out[0] = acc[m][nb][0];
+                out[kStride] = acc[m][nb][1];
+                out[8] = acc[m][nb][2];
+                out[kStride + 8] = acc[m][nb][3];
+            }
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < kPerThread; ++i) {
+                const int e = threadIdx.x + i * W * 32;
+                if (e >= kTileRows * NB * 8) break;
+                float total = 0.0f;
+                for (int w = 0; w < W; ++w) total += scratch[w][(e / kTileRows) * kStride + e % kTileRows];
+                block_sum[m][e] = total;
+            }
+            __syncthreads();
+        }
+    }
+};
+
 // Grid (cluster, 16-row tiles of all segments, ceil(n_token / (8 NB))), launched as clusters of
 // gridDim.x blocks: the cluster's blocks and their kWarps warps split the inputs of one tile, each
 // warp in steps of 32. Lane (g = lane / 4, q = lane % 4) loads the 16 bytes at inputs
@@ -240,10 +278,9 @@ __device__ inline void mma_16816(float c[4], uint32_t a0, uint32_t a1, uint32_t 
 template <int NB, int EPI, bool VEC, bool NORM, bool PIPE>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
     constexpr int M = EPI == kSiluMul ? 2 : 1, U = unroll_of(PIPE);
-    constexpr int NT = NB * 8, kStride = kTileRows + 1;  // reduce_s row stride, padded against bank conflicts
+    constexpr int NT = NB * 8;
     constexpr int kTokensPerWarp = (NT + kWarps - 1) / kWarps;
-    __shared__ float reduce_s[kWarps][NT * kStride];
-    __shared__ float block_sum_s[M][kTileRows * NT];     // this block's partial, read by the cluster's first block
+    __shared__ WarpPartials<kWarps, M, NB> partials;
     __shared__ float inv_rms_s[NORM ? NT : 1];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
     const int n_split = gridDim.x * kWarps, split = blockIdx.x * kWarps + warp;  // the warp's share of the inputs
@@ -376,30 +413,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
         }
     }
 
-    // Sum the warps' partials in warp order, then the blocks' in cluster rank order; element
-    // e = token * 16 + row (rows fastest: the stores of 16 consecutive rows coalesce).
+    // The warps' partials in warp order, then the blocks' in cluster rank order.
     constexpr int kPerThread = (kTileRows * NT + kWarps * 32 - 1) / (kWarps * 32);
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-#pragma unroll
-        for (int nb = 0; nb < NB; ++nb) {
-            float *out = reduce_s[warp] + (nb * 8 + 2 * q) * kStride + g;
-            out[0] = acc[m][nb][0];
-            out[kStride] = acc[m][nb][1];
-            out[8] = acc[m][nb][2];
-            out[kStride + 8] = acc[m][nb][3];
-        }
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < kPerThread; ++i) {
-            const int e = threadIdx.x + i * kWarps * 32;
-            if (e >= kTileRows * NT) break;
-            float total = 0.0f;
-            for (int w = 0; w < kWarps; ++w) total += reduce_s[w][(e / kTileRows) * kStride + e % kTileRows];
-            block_sum_s[m][e] = total;
-        }
-        __syncthreads();
-    }
+    partials.add(acc);
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();  // every block's partial is in its shared memory
     if (blockIdx.x == 0) {
@@ -411,8 +427,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
             float sum[M];
 #pragma unroll
             for (int m = 0; m < M; ++m) {
-                sum[m] = block_sum_s[m][e];
-                for (unsigned rank = 1; rank < gridDim.x; ++rank) sum[m] += cluster.map_shared_rank(&block_sum_s[m][0], rank)[e];
+                sum[m] = partials.block_sum[m][e];
+                for (unsigned rank = 1; rank < gridDim.x; ++rank) sum[m] += cluster.map_shared_rank(&partials.block_sum[m][0], rank)[e];
                 if constexpr (NORM) sum[m] *= inv_rms_s[t];
             }
             const int64_t at = int64_t(t0 + t) * seg.n_out + row;

@@ -209,9 +209,8 @@ template <int NB, int EPI, bool VEC>
 __global__ void __launch_bounds__(kWarps * 32) expert_gemv_kernel(const ExpertParams p) {
     constexpr bool kEarly = EPI == hp_cuda_gemv::kStore;
     constexpr int M = EPI == hp_cuda_gemv::kSiluMul ? 2 : 1;
-    constexpr int NT = NB * 8, kStride = kTileRows + 1;
-    __shared__ float reduce_s[kWarps][NT * kStride];
-    __shared__ float block_sum_s[M][kTileRows * NT];
+    constexpr int NT = NB * 8;
+    __shared__ hp_cuda_gemv::WarpPartials<kWarps, M, NB> partials;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
     const int n_split = gridDim.x * kWarps, split = blockIdx.x * kWarps + warp;
     const int n_in = p.n_in, n_chunk = (n_in + 7) / 8, n_step = (n_chunk + 3) / 4;
@@ -297,27 +296,7 @@ __global__ void __launch_bounds__(kWarps * 32) expert_gemv_kernel(const ExpertPa
             }
             wait_once();  // a warp without inputs to take still waits before the epilogue writes
             // Warps' partials in warp order, then the cluster's blocks in rank order (as gemv.cuh).
-#pragma unroll
-            for (int m = 0; m < M; ++m) {
-#pragma unroll
-                for (int nb = 0; nb < NB; ++nb) {
-                    float *out = reduce_s[warp] + (nb * 8 + 2 * q) * kStride + g;
-                    out[0] = acc[m][nb][0];
-                    out[kStride] = acc[m][nb][1];
-                    out[8] = acc[m][nb][2];
-                    out[kStride + 8] = acc[m][nb][3];
-                }
-                __syncthreads();
-#pragma unroll
-                for (int i = 0; i < kPerThread; ++i) {
-                    const int e = threadIdx.x + i * kWarps * 32;
-                    if (e >= kTileRows * NT) break;
-                    float total = 0.0f;
-                    for (int w = 0; w < kWarps; ++w) total += reduce_s[w][(e / kTileRows) * kStride + e % kTileRows];
-                    block_sum_s[m][e] = total;
-                }
-                __syncthreads();
-            }
+            partials.add(acc);
             cluster.sync();
             if (blockIdx.x == 0) {
 #pragma unroll
@@ -328,8 +307,8 @@ __global__ void __launch_bounds__(kWarps * 32) expert_gemv_kernel(const ExpertPa
                     float sum[M];
 #pragma unroll
                     for (int m = 0; m < M; ++m) {
-                        sum[m] = block_sum_s[m][e];
-                        for (unsigned rank = 1; rank < gridDim.x; ++rank) sum[m] += cluster.map_shared_rank(&block_sum_s[m][0], rank)[e];
+                        sum[m] = partials.block_sum[m][e];
+                        for (unsigned rank = 1; rank < gridDim.x; ++rank) sum[m] += cluster.map_shared_rank(&partials.block_sum[m][0], rank)[e];
                     }
                     const int pos = begin + pass + t, pair = p.routing.group_pair[pos];
                     if constexpr (EPI == hp_cuda_gemv::kSiluMul) {
@@ -367,9 +346,7 @@ constexpr int kMaxSingleExperts = 64;  // top-k the one-token down kernel takes
 
 template <bool VEC>
 __global__ void __launch_bounds__(kWarps * 32) expert_down_single_kernel(const SingleDownParams p) {
-    constexpr int kStride = kTileRows + 1;
-    __shared__ float reduce_s[kWarps][8 * kStride];
-    __shared__ float block_sum_s[kTileRows * 8];
+    __shared__ hp_cuda_gemv::WarpPartials<kWarps, 1, 1> partials;
     __shared__ const __nv_bfloat16 *expert_w_s[kMaxSingleExperts];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
     const int n_split = gridDim.x * kWarps, split = blockIdx.x * kWarps + warp;
@@ -379,7 +356,7 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_single_kernel(const S
     for (int j = threadIdx.x; j < n_expert; j += blockDim.x) expert_w_s[j] = p.w[p.active_expert[j]];
     __syncthreads();
     const int64_t row_lo = min(row0 + g, p.n_out - 1), row_hi = min(row0 + g + 8, p.n_out - 1);
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float acc[1][1][4] = {};
     bool waited = false;
     for (int s0 = split * kUnroll; s0 < n_step; s0 += n_split * kUnroll) {
         uint4 a[2][kUnroll];
@@ -400,32 +377,22 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_single_kernel(const S
             if (s0 + u >= n_step) break;
             const int j = (s0 + u) / n_step_e, c = (s0 + u - j * n_step_e) * 4 + q;
             const uint4 b = g == 0 && c < n_chunk ? hp_cuda_gemv::load_chunk<VEC, false>(p.act + int64_t(j) * n_in, c, n_in) : make_uint4(0, 0, 0, 0);
-            hp_cuda_gemv::mma_16816(acc, a[0][u].x, a[1][u].x, a[0][u].y, a[1][u].y, b.x, b.y);
-            hp_cuda_gemv::mma_16816(acc, a[0][u].z, a[1][u].z, a[0][u].w, a[1][u].w, b.z, b.w);
+            hp_cuda_gemv::mma_16816(acc[0][0], a[0][u].x, a[1][u].x, a[0][u].y, a[1][u].y, b.x, b.y);
+            hp_cuda_gemv::mma_16816(acc[0][0], a[0][u].z, a[1][u].z, a[0][u].w, a[1][u].w, b.z, b.w);
         }
     }
     if (!waited) {
         hp_cuda_gemv::wait_for_previous_grid();
         hp_cuda_gemv::launch_dependents();
     }
-    float *out = reduce_s[warp] + (2 * q) * kStride + g;
-    out[0] = acc[0];
-    out[kStride] = acc[1];
-    out[8] = acc[2];
-    out[kStride + 8] = acc[3];
-    __syncthreads();
-    for (int e = threadIdx.x; e < kTileRows * 8; e += blockDim.x) {
-        float total = 0.0f;
-        for (int w = 0; w < kWarps; ++w) total += reduce_s[w][(e / kTileRows) * kStride + e % kTileRows];
-        block_sum_s[e] = total;
-    }
+    partials.add(acc);
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();
     if (blockIdx.x == 0 && threadIdx.x < 32) {  // token 0's 16 rows: lanes 0..15 (16..31 add zeros to the shuffles)
         const int row = row0 + lane % kTileRows;
         const bool active = lane < kTileRows && row < p.n_out;
-        float sum = block_sum_s[lane % kTileRows];
-        for (unsigned rank = 1; rank < gridDim.x; ++rank) sum += cluster.map_shared_rank(&block_sum_s[0], rank)[lane % kTileRows];
+        float sum = partials.block_sum[0][lane % kTileRows];
+        for (unsigned rank = 1; rank < gridDim.x; ++rank) sum += cluster.map_shared_rank(&partials.block_sum[0][0], rank)[lane % kTileRows];
         const float x_new = active ? p.x[row] + sum : 0.0f;
         if (active) p.x[row] = x_new;
         if (p.norm_out.h) {
