@@ -227,17 +227,24 @@ void run_case(const Case &c, uint32_t seed) {
     }
 }
 
-TEST(CudaDecodeAttention, Llama1bShapeMatchesHostMath) {
-    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+// llama-3.2-1b's attention shape (32 heads, 8 KV heads, d_head 64) at decode batches 1-64, each
+// with and without the K/V prefetch, on the CUDA-core kernel or (mma) the tensor-core one.
+void run_llama1b_cases(bool mma) {
     uint32_t seed = std::random_device{}();
     std::printf("seed %u\n", seed);
     for (int n_token : {1, 3, 8, 33, 64}) {
         for (bool prefetch : {false, true}) {
             Case c{n_token, 32, 8, 64};
             c.prefetch = prefetch;
+            c.mma = mma;
             run_case(c, seed++);
         }
     }
+}
+
+TEST(CudaDecodeAttention, Llama1bShapeMatchesHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    run_llama1b_cases(false);
 }
 
 TEST(CudaDecodeAttention, SplitCountsMatchHostMath) {
@@ -267,16 +274,7 @@ TEST(CudaDecodeAttention, GroupsAndHeadDimsMatchHostMath) {
 // The tensor-core kernel over the same cases.
 TEST(CudaDecodeAttentionMma, Llama1bShapeMatchesHostMath) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
-    uint32_t seed = std::random_device{}();
-    std::printf("seed %u\n", seed);
-    for (int n_token : {1, 3, 8, 33, 64}) {
-        for (bool prefetch : {false, true}) {
-            Case c{n_token, 32, 8, 64};
-            c.prefetch = prefetch;
-            c.mma = true;
-            run_case(c, seed++);
-        }
-    }
+    run_llama1b_cases(true);
 }
 
 TEST(CudaDecodeAttentionMma, SplitCountsAndBlocksMatchHostMath) {

@@ -202,21 +202,39 @@ __device__ inline void launch_dependents() {
 }
 
 // Launches `kernel` as a programmatic dependent of the stream's previous kernel (HP_CUDA_PDL), else
-// plainly. The kernel must call wait_for_previous_grid() before it touches what earlier kernels
-// write or read, on every path (so its completion implies theirs).
+// plainly; cluster_x > 0: in thread-block clusters of cluster_x blocks along x. The kernel must call
+// wait_for_previous_grid() before it touches what earlier kernels write or read, on every path (so
+// its completion implies theirs).
 template <typename... Params, typename... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args &&...args) {
+void launch_pdl_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, unsigned cluster_x, cudaStream_t stream,
+                          Args &&...args) {
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = shared_bytes;
     config.stream = stream;
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attribute[2];
+    unsigned n_attribute = 0;
+    if (cluster_x > 0) {
+        attribute[n_attribute].id = cudaLaunchAttributeClusterDimension;
+        attribute[n_attribute].val.clusterDim.x = cluster_x;
+        attribute[n_attribute].val.clusterDim.y = 1;
+        attribute[n_attribute].val.clusterDim.z = 1;
+        ++n_attribute;
+    }
+    if (HP_CUDA_PDL) {
+        attribute[n_attribute].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute[n_attribute].val.programmaticStreamSerializationAllowed = 1;
+        ++n_attribute;
+    }
     config.attrs = attribute;
-    config.numAttrs = HP_CUDA_PDL ? 1 : 0;
+    config.numAttrs = n_attribute;
     cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args &&...args) {
+    launch_pdl_clustered(kernel, grid, block, shared_bytes, 0, stream, std::forward<Args>(args)...);
 }
 
 // One warp-level tensor-core product: c[16 rows][8 tokens] += a[16][16] b[16][8], bf16 in, f32 out.
@@ -474,20 +492,7 @@ template <int NB, int EPI, bool PIPE>
 void launch_tokens(const Params &p, dim3 grid, bool vec, cudaStream_t stream) {
     void (*kernel)(Params) = p.x_sum_sq ? (vec ? gemv_kernel<NB, EPI, true, true, PIPE> : gemv_kernel<NB, EPI, false, true, PIPE>)
                                         : (vec ? gemv_kernel<NB, EPI, true, false, PIPE> : gemv_kernel<NB, EPI, false, false, PIPE>);
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = dim3(kWarps * 32);
-    config.stream = stream;
-    cudaLaunchAttribute attribute[2];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = grid.x;
-    attribute[0].val.clusterDim.y = 1;
-    attribute[0].val.clusterDim.z = 1;
-    attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[1].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attribute;
-    config.numAttrs = HP_CUDA_PDL ? 2 : 1;
-    cudaLaunchKernelEx(&config, kernel, p);
+    launch_pdl_clustered(kernel, grid, dim3(kWarps * 32), 0, grid.x, stream, p);
 }
 
 // Fills the segments' first_block, picks the token tiles per pass, the cluster size and the load

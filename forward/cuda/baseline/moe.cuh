@@ -446,20 +446,7 @@ void launch_expert_tokens(const ExpertParams &p, int tiles, int slots, bool vec,
     void (*kernel)(ExpertParams) = vec ? expert_gemv_kernel<NB, EPI, true> : expert_gemv_kernel<NB, EPI, false>;
     const dim3 grid(unsigned(cluster_size(int64_t(tiles) * slots, p.n_in, wave_blocks(reinterpret_cast<const void *>(kernel)))),
                     unsigned(tiles), unsigned(slots));
-    cudaLaunchConfig_t config = {};
-    config.gridDim = grid;
-    config.blockDim = dim3(kWarps * 32);
-    config.stream = stream;
-    cudaLaunchAttribute attribute[2];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = grid.x;
-    attribute[0].val.clusterDim.y = 1;
-    attribute[0].val.clusterDim.z = 1;
-    attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[1].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attribute;
-    config.numAttrs = HP_CUDA_PDL ? 2 : 1;
-    cudaLaunchKernelEx(&config, kernel, p);
+    hp_cuda_gemv::launch_pdl_clustered(kernel, grid, dim3(kWarps * 32), 0, grid.x, stream, p);
 }
 
 // One expert GEMV launch for a step of n_token tokens (EPI: kSiluMul gate/up, kStore down).
@@ -568,20 +555,8 @@ inline void moe_experts(const MoeStep &s, cudaStream_t stream) {
         const int tiles = (s.d_model + kTileRows - 1) / kTileRows;
         const bool vec = s.vec && s.d_ff % 8 == 0 && hp_cuda_gemv::aligned16(s.act);
         void (*kernel)(SingleDownParams) = vec ? expert_down_single_kernel<true> : expert_down_single_kernel<false>;
-        cudaLaunchConfig_t config = {};
-        config.gridDim = dim3(unsigned(cluster_size(tiles, s.route.k * s.d_ff, wave_blocks(reinterpret_cast<const void *>(kernel)))), unsigned(tiles));
-        config.blockDim = dim3(kWarps * 32);
-        config.stream = stream;
-        cudaLaunchAttribute attribute[2];
-        attribute[0].id = cudaLaunchAttributeClusterDimension;
-        attribute[0].val.clusterDim.x = config.gridDim.x;
-        attribute[0].val.clusterDim.y = 1;
-        attribute[0].val.clusterDim.z = 1;
-        attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attribute[1].val.programmaticStreamSerializationAllowed = 1;
-        config.attrs = attribute;
-        config.numAttrs = HP_CUDA_PDL ? 2 : 1;
-        cudaLaunchKernelEx(&config, kernel, d);
+        const dim3 grid(unsigned(cluster_size(tiles, s.route.k * s.d_ff, wave_blocks(reinterpret_cast<const void *>(kernel)))), unsigned(tiles));
+        hp_cuda_gemv::launch_pdl_clustered(kernel, grid, dim3(kWarps * 32), 0, grid.x, stream, d);
         return;
     }
     p.w = s.down;
