@@ -157,7 +157,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     // no branch inside (a split past n_split reloads the last one with weight 0), so that kPairs *
     // kUnrollSplits independent loads are in flight (one output at a time, the loads from L2 were a
     // chain of n_split latencies per element).
-    constexpr int kPairs = (G * D / 2 + kFdWarps * 32 - 1) / (kFdWarps * 32), kUnrollSplits = 8;
+    constexpr int kPairs = (G * D / 2 + kFdWarps * 32 - 1) / (kFdWarps * 32), kUnrollSplits = HP_CUDA_ATTN_FD_REDUCE_UNROLL;
     const int n_pair = group * D / 2;
     const float *pair_row[kPairs];
     int pair_head[kPairs];
