@@ -126,7 +126,7 @@
 #define HP_CUDA_WORKSPACE_TOKENS 256
 #endif
 #ifndef HP_CUDA_MOE_SINGLE_ROUTE
-#define HP_CUDA_MOE_SINGLE_ROUTE 1
+#define HP_CUDA_MOE_SINGLE_ROUTE 0
 #endif
 #ifndef HP_CUDA_MOE_SINGLE_WARPS
 #define HP_CUDA_MOE_SINGLE_WARPS 8
@@ -138,7 +138,13 @@
 #define HP_CUDA_MOE_SINGLE_DOWN_UNROLL 6
 #endif
 #ifndef HP_CUDA_ATTN_FD_REDUCE_UNROLL
-#define HP_CUDA_ATTN_FD_REDUCE_UNROLL 8
+#define HP_CUDA_ATTN_FD_REDUCE_UNROLL 16
+#endif
+#ifndef HP_CUDA_ATTN_FD_SMALL_WARPS
+#define HP_CUDA_ATTN_FD_SMALL_WARPS 8
+#endif
+#ifndef HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS
+#define HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS 1
 #endif
 
 static_assert(HP_CUDA_NORM_THREADS % 32 == 0 && HP_CUDA_NORM_THREADS <= 1024, "norm_threads: whole warps, at most 1024");
@@ -188,3 +194,5 @@ static_assert(HP_CUDA_MOE_SINGLE_WARPS >= 1 && HP_CUDA_MOE_SINGLE_WARPS <= 32, "
 static_assert(HP_CUDA_MOE_SINGLE_UNROLL >= 1 && HP_CUDA_MOE_SINGLE_UNROLL <= 16, "moe_single_unroll: 1..16");
 static_assert(HP_CUDA_MOE_SINGLE_DOWN_UNROLL >= 1 && HP_CUDA_MOE_SINGLE_DOWN_UNROLL <= 16, "moe_single_down_unroll: 1..16");
 static_assert(HP_CUDA_ATTN_FD_REDUCE_UNROLL >= 1 && HP_CUDA_ATTN_FD_REDUCE_UNROLL <= 64, "attn_fd_reduce_unroll: 1..64");
+static_assert(HP_CUDA_ATTN_FD_SMALL_WARPS >= 1 && HP_CUDA_ATTN_FD_SMALL_WARPS <= 8, "attn_fd_small_warps: 1..8 (shared memory of the block)");
+static_assert(HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS >= 0, "attn_fd_small_max_tokens: 0 (never) or more");
