@@ -5,7 +5,8 @@
 // full one), several tokens of one sequence at consecutive positions (as in a prefill), batch sizes
 // 1, 3, 8, 33 and 64, GQA groups 1, 2, 3, 4 and 8, d_head 32, 64 and 128, both load schedules
 // (PREFETCH or not), split counts 1 (no partials), the plugin's choice, 7 and 64 (more splits than
-// steps: empty splits), and paged blocks of 16 and 8 tokens (warp steps across blocks). Cache rows
+// steps: empty splits), and paged blocks of 16 and 8 tokens (warp steps across blocks); the
+// CUDA-core kernel also with the single-token steps' block of kFdSmallWarps warps. Cache rows
 // that no sequence holds are NaN. Outputs are poisoned first; a second run must give the same bits
 // (fixed reduction order whatever block finishes last) and proves the split counters were reset.
 // Cases with an odd seed also hand the kernel L2 prefetch ranges (gemv.cuh). Built with the
@@ -40,19 +41,29 @@ struct Case {
     bool prefetch = false;  // the kernel's PREFETCH variant
     bool mma = false;       // decode_attention_mma_kernel (attention_mma.cuh; d_head 32 runs the other)
     int block_tokens = 16;  // 8: warp steps of 16 positions span paged blocks
+    bool small_warps = false;  // the CUDA-core kernel with kFdSmallWarps warps per block (knob attn_fd_small_warps)
 };
 
 std::string describe(const Case &c) {
     return "n_token " + std::to_string(c.n_token) + ", heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
            ", d_head " + std::to_string(c.d_head) + ", kv " + (c.kv_dtype == HP_DTYPE_BF16 ? "bf16" : "f16") + ", n_split " +
            std::to_string(c.n_split) + (c.prefetch ? ", prefetch" : "") + (c.mma ? ", mma" : "") + ", block_tokens " +
-           std::to_string(c.block_tokens);
+           std::to_string(c.block_tokens) + (c.small_warps ? ", " + std::to_string(base::kFdSmallWarps) + " warps" : "");
 }
 
 template <int D, int G, bool PREFETCH>
 void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
                     const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
-                    __nv_bfloat16 *out) {
+                    __nv_bfloat16 *out, bool small_warps) {
+    if (small_warps) {
+        constexpr int W = base::kFdSmallWarps;
+        if (kv == HP_DTYPE_BF16) {
+            base::decode_attention_kernel<HP_DTYPE_BF16, D, G, PREFETCH, W><<<grid, W * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+        } else {
+            base::decode_attention_kernel<HP_DTYPE_F16, D, G, PREFETCH, W><<<grid, W * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+        }
+        return;
+    }
     if constexpr (D >= 64) {
         if (mma && kv == HP_DTYPE_BF16) {
             base::decode_attention_mma_kernel<HP_DTYPE_BF16, D, G, PREFETCH>
@@ -77,9 +88,9 @@ void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentio
 template <int D, int G>
 void launch(bool prefetch, bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
             const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
-            __nv_bfloat16 *out) {
-    if (prefetch) launch_variant<D, G, true>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
-    else launch_variant<D, G, false>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+            __nv_bfloat16 *out, bool small_warps) {
+    if (prefetch) launch_variant<D, G, true>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out, small_warps);
+    else launch_variant<D, G, false>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out, small_warps);
 }
 
 void run_case(const Case &c, uint32_t seed) {
@@ -146,7 +157,9 @@ void run_case(const Case &c, uint32_t seed) {
     base::DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / std::sqrt(float(d)), block_tokens,
                                     block_tokens == 16 ? 4 : -1, max_blocks, 1};
     const int capacity_split = 64;
-    p.n_split = c.n_split > 0 ? c.n_split : base::decode_attention_splits(c.n_token, c.n_head_kv, d, max_blocks * block_tokens, capacity_split);
+    p.n_split = c.n_split > 0 ? c.n_split
+                              : base::decode_attention_splits(c.n_token, c.n_head_kv, d, max_blocks * block_tokens, capacity_split,
+                                                              c.small_warps ? base::kFdSmallWarps : base::kFdWarps);
     float *q_d = upload(q);
     int32_t *positions_d = upload(positions), *token_seq_d = upload(token_seq), *tables_d = upload(tables);
     uint16_t *k_d = upload(k_bits), *v_d = upload(v_bits);
@@ -164,12 +177,12 @@ void run_case(const Case &c, uint32_t seed) {
     }
     const dim3 grid(c.n_head_kv, c.n_token, p.n_split);
     auto run = [&] {
-        if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (d == 32) launch<32, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (d == 64 && group <= 4) launch<64, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (d == 64) launch<64, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else if (group <= 4) launch<128, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
-        else launch<128, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
+        else if (d == 32) launch<32, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
+        else if (d == 64 && group <= 4) launch<64, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
+        else if (d == 64) launch<64, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
+        else if (group <= 4) launch<128, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
+        else launch<128, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
     };
     run();
     CHECK_CUDA(cudaGetLastError());
@@ -269,6 +282,33 @@ TEST(CudaDecodeAttention, GroupsAndHeadDimsMatchHostMath) {
     run_case({7, 4, 2, 32, HP_DTYPE_BF16, 0, 150}, seed++);  // d_head 32 (the tiny presets)
     run_case({4, 16, 2, 32, HP_DTYPE_BF16, 3, 100, true}, seed++);
     run_case({6, 32, 4, 128, HP_DTYPE_BF16, 9, 400, true}, seed++);
+}
+
+// The CUDA-core kernel with kFdSmallWarps warps per block (single-token steps, knob
+// attn_fd_small_warps): qwen3-30b-a3b's batch-1 shape, split counts (its own, 1, 7, 64), groups 1/3/8,
+// d_head 32/64/128, f16, blocks of 8 tokens, several tokens.
+TEST(CudaDecodeAttention, SmallStepWarpsMatchHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    const Case cases[] = {
+        {1, 32, 4, 128, HP_DTYPE_BF16, 0, 1024, true},   // qwen3-30b-a3b batch 1
+        {1, 32, 4, 128, HP_DTYPE_BF16, 1, 1024, true},
+        {1, 32, 4, 128, HP_DTYPE_BF16, 7, 700, true},
+        {1, 32, 4, 128, HP_DTYPE_BF16, 64, 1000, true},
+        {1, 32, 8, 64, HP_DTYPE_BF16, 0, 1024, true},    // llama-3.2-1b batch 1
+        {3, 4, 4, 64, HP_DTYPE_BF16, 0, 300, false},     // group 1
+        {2, 6, 2, 32, HP_DTYPE_F16, 0, 150, true},       // group 3, d_head 32, f16
+        {5, 16, 2, 128, HP_DTYPE_F16, 9, 400, false},    // group 8, f16
+    };
+    for (Case c : cases) {
+        c.small_warps = true;
+        run_case(c, seed++);
+    }
+    Case c{1, 32, 4, 128, HP_DTYPE_BF16, 0, 200, true};
+    c.small_warps = true;
+    c.block_tokens = 8;
+    run_case(c, seed++);
 }
 
 // The tensor-core kernel over the same cases.

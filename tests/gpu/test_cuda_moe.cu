@@ -5,8 +5,10 @@
 // Shapes off every tile (d_ff not a multiple of 16, d_model not a multiple of 8: element loads),
 // unaligned expert matrices, experts hit by 0 / 1 / many tokens, top-k = every expert, a batch in
 // which every token picks the same experts (more tokens than one pass of the kernel holds), the
-// folded RMSNorm (1/rms from partial sums of x^2), 1..100 tokens. Outputs poisoned first; two runs
-// bit-identical. Built with the plugin's knob values.
+// folded RMSNorm (1/rms from partial sums of x^2), 1..100 tokens; one-token steps through both
+// paths (routing kernel + grouped gate/up, and the expert kernels routing the token themselves,
+// knob moe_single_route). Outputs poisoned first; two runs bit-identical. Built with the plugin's
+// knob values.
 //
 // Routing must match exactly, so router logits are drawn per token as a shuffled ladder with steps
 // of 0.05 (no near-ties for float32 softmax to flip). Tolerance of the residual: gate and up
@@ -101,6 +103,7 @@ struct Case {
     int n_physical = 16;     // distinct weight sets; expert e uses set e % n_physical (keeps host memory small)
     bool single_token = false;  // n_token 1: the one-token down kernel accumulates into x (next_norm: folded, gemv.cuh's NormOut)
     int down_tiles = 1;         // 16-row tiles per block of the grouped down
+    bool single_route = false;  // single_token: the gate/up and down kernels route the token themselves (no routing kernel)
 };
 
 std::string describe(const Case &c) {
@@ -108,7 +111,7 @@ std::string describe(const Case &c) {
     return "n_token " + std::to_string(c.n_token) + ", experts " + std::to_string(c.n_expert) + " top-" + std::to_string(c.k) + ", d_model " +
            std::to_string(c.d_model) + ", d_ff " + std::to_string(c.d_ff) + ", " + routing + (c.norm_topk_prob ? ", norm_topk" : "") +
            (c.folded ? ", folded norm" : "") + (c.shared ? ", shared" : "") + (c.next_norm ? ", next norm" : "") +
-           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") +
+           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") +
            (c.down_tiles > 1 ? ", down tiles " + std::to_string(c.down_tiles) : "");
 }
 
@@ -210,6 +213,7 @@ void run_case(const Case &c, uint32_t seed) {
         s.shared_logit = arena.upload(shared_logit);
     }
     const int n_tile = (D + 15) / 16;
+    s.single_route = c.single_route;
     if (c.single_token) {
         s.single_token = true;
         if (c.next_norm) {
@@ -413,12 +417,23 @@ TEST(CudaMoe, GroupedExpertsMatchHostMath) {
         {1, 128, 8, 2048, 768, Routing::random, true, true, false, true, false, 16, true},
         {1, 8, 8, 70, 40, Routing::random, false, true, false, true, false, 16, true},
         {1, 16, 3, 256, 100, Routing::random, true, false, false, false, true, 16, true},
+        // one-token steps: 300 experts (10 logits per lane), 257 chunks of input (two gate/up iterations at unroll 8)
+        {1, 300, 8, 2056, 72, Routing::random, true, true, false, true, false, 16, true},
+        {1, 40, 5, 70, 24, Routing::skewed, false, false, false, true, true, 16, true},
         // the grouped down taking several 16-row tiles per block (tiles not a multiple of it)
         {32, 128, 8, 2048, 768, Routing::random, true, true, false, true, false, 16, false, 4},
         {9, 16, 4, 200, 72, Routing::skewed, false, false, true, true, true, 16, false, 3},
     };
     uint32_t seed = 1;
-    for (const Case &c : cases) run_case(c, seed++);
+    for (const Case &c : cases) {
+        run_case(c, seed);
+        if (c.single_token) {  // the same inputs through the path of knob moe_single_route
+            Case routed = c;
+            routed.single_route = true;
+            run_case(routed, seed);
+        }
+        ++seed;
+    }
 }
 
 }  // namespace

@@ -32,6 +32,10 @@
 namespace hp_cuda_baseline {
 
 constexpr int kFdWarps = HP_CUDA_ATTN_FD_WARPS;
+// Warps of the CUDA-core flash-decoding block in steps of at most HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS
+// tokens: twice the warps halve the splits of a latency-bound launch (one round of the last block's
+// reduction instead of several), the kernel's other template arguments unchanged.
+constexpr int kFdSmallWarps = HP_CUDA_ATTN_FD_SMALL_WARPS;
 constexpr int kFdUnroll = HP_CUDA_ATTN_FD_UNROLL;
 constexpr int kFdMaxSplit = 64;  // splits per (token, kv head): the last block's weights in shared memory
 
@@ -75,10 +79,10 @@ __device__ inline uint4 load_kv(const void *ptr) {
 // Shared memory of one flash-decoding block: each warp's online-softmax state per query head of the
 // group (m: running max, base 2; l: sum; acc: unnormalised output), and the split weights of the
 // last block.
-template <int D, int G>
+template <int D, int G, int W = kFdWarps>
 struct FdShared {
-    float m[kFdWarps][G], l[kFdWarps][G];
-    float acc[kFdWarps][G][D];
+    float m[W][G], l[W][G];
+    float acc[W][G][D];
     float weight[kFdMaxSplit][G];
     float total[G];  // the last block's sum over splits of weight * l, per head
     bool last;
@@ -94,20 +98,20 @@ __device__ inline int64_t paged_row(const DecodeAttentionParams &p, const int32_
 // The end of a flash-decoding block once every warp has written its state to `sh`: the warps are
 // combined in warp order, then either the bf16 output is written (one split) or the split's
 // partial, and the last block of (t, g) to arrive adds the splits in split order.
-template <int D, int G>
-__device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, int g, int split, FdShared<D, G> &sh, float *partial,
+template <int D, int G, int W = kFdWarps>
+__device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, int g, int split, FdShared<D, G, W> &sh, float *partial,
                                        int32_t *counters, __nv_bfloat16 *out) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int group = p.group, head0 = g * group;
     __syncthreads();
     // The block's warps in warp order; a warp without positions has m = -inf and weighs 0.
     const int64_t partial_row = int64_t(D + 2);
-    for (int o = threadIdx.x; o < group * D; o += kFdWarps * 32) {
+    for (int o = threadIdx.x; o < group * D; o += W * 32) {
         const int h = o / D, i = o % D;
         float m_max = -INFINITY;
-        for (int w = 0; w < kFdWarps; ++w) m_max = fmaxf(m_max, sh.m[w][h]);
+        for (int w = 0; w < W; ++w) m_max = fmaxf(m_max, sh.m[w][h]);
         float sum = 0.0f, value = 0.0f;
-        for (int w = 0; w < kFdWarps; ++w) {
+        for (int w = 0; w < W; ++w) {
             const float weight = sh.m[w][h] == -INFINITY ? 0.0f : exp2f(sh.m[w][h] - m_max);
             sum += weight * sh.l[w][h];
             value += weight * sh.acc[w][h][i];
@@ -136,7 +140,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     if (!sh.last) return;
     __threadfence();
     // Per head: the splits' weights exp2(m_s - max) and their weighted sum of l.
-    for (int h = warp; h < group; h += kFdWarps) {
+    for (int h = warp; h < group; h += W) {
         const float *rows = partial + (int64_t(t) * p.n_head + head0 + h) * p.n_split * partial_row;
         float m_max = -INFINITY;
         for (int s = lane; s < p.n_split; s += 32) m_max = fmaxf(m_max, __ldcg(rows + s * partial_row));
@@ -157,14 +161,14 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     // no branch inside (a split past n_split reloads the last one with weight 0), so that kPairs *
     // kUnrollSplits independent loads are in flight (one output at a time, the loads from L2 were a
     // chain of n_split latencies per element).
-    constexpr int kPairs = (G * D / 2 + kFdWarps * 32 - 1) / (kFdWarps * 32), kUnrollSplits = 8;
+    constexpr int kPairs = (G * D / 2 + W * 32 - 1) / (W * 32), kUnrollSplits = HP_CUDA_ATTN_FD_REDUCE_UNROLL;
     const int n_pair = group * D / 2;
     const float *pair_row[kPairs];
     int pair_head[kPairs];
     float2 value[kPairs];
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
-        const int o = min(int(threadIdx.x) + j * kFdWarps * 32, n_pair - 1);
+        const int o = min(int(threadIdx.x) + j * W * 32, n_pair - 1);
         pair_head[j] = 2 * o / D;
         pair_row[j] = partial + (int64_t(t) * p.n_head + head0 + pair_head[j]) * p.n_split * partial_row + 2 + 2 * o % D;
         value[j] = make_float2(0.0f, 0.0f);
@@ -190,7 +194,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     }
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
-        const int o = int(threadIdx.x) + j * kFdWarps * 32;
+        const int o = int(threadIdx.x) + j * W * 32;
         if (o >= n_pair) break;
         const int h = 2 * o / D, i = 2 * o % D;
         const float total = sh.total[h];
@@ -205,13 +209,13 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
 // HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS tokens: latency-bound launches gain, full ones lose blocks per
 // SM). The variant for full launches (no prefetch, group <= 4) asks for HP_CUDA_ATTN_FD_MIN_BLOCKS
 // blocks per SM (at 4: 128 registers, no spills at d_head 64); the others would spill under it.
-template <hp_dtype KV, int D, int G, bool PREFETCH>
-__global__ void __launch_bounds__(kFdWarps * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
+template <hp_dtype KV, int D, int G, bool PREFETCH, int W = kFdWarps>
+__global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                                                         const int32_t *token_seq, const int32_t *block_tables,
                                                                         const void *k_cache, const void *v_cache, float *partial,
                                                                         int32_t *counters, __nv_bfloat16 *out) {
     constexpr int kLanesPerRow = D / 8, kRowsPerLoad = 32 / kLanesPerRow, kStep = kRowsPerLoad * kFdUnroll;
-    __shared__ FdShared<D, G> sh;
+    __shared__ FdShared<D, G, W> sh;
     static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
     hp_cuda_gemv::launch_dependents();  // the o_proj GEMV after it may start streaming its weights
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
@@ -271,7 +275,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, PREFETCH || G > 4 ? 1 : HP_CUDA
     };
     uint4 k_next[kFdUnroll], v_next[kFdUnroll];
     if (PREFETCH && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
-    for (int step = step_begin + warp; step < step_end; step += kFdWarps) {
+    for (int step = step_begin + warp; step < step_end; step += W) {
         uint4 k_raw[kFdUnroll], v_raw[kFdUnroll];
         bool valid[kFdUnroll];
 #pragma unroll
@@ -282,7 +286,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, PREFETCH || G > 4 ? 1 : HP_CUDA
                 k_raw[u] = k_next[u];
                 v_raw[u] = v_next[u];
             }
-            if (step + kFdWarps < step_end) load_step(step + kFdWarps, k_next, v_next);
+            if (step + W < step_end) load_step(step + W, k_next, v_next);
         } else {
             load_step(step, k_raw, v_raw);
         }
@@ -355,17 +359,17 @@ __global__ void __launch_bounds__(kFdWarps * 32, PREFETCH || G > 4 ? 1 : HP_CUDA
             }
         }
     }
-    fd_block_finish<D, G>(p, t, g, split, sh, partial, counters, out);
+    fd_block_finish<D, G, W>(p, t, g, split, sh, partial, counters, out);
 }
 
 // Splits per (token, kv head): enough blocks for HP_CUDA_ATTN_FD_TARGET_BLOCKS over the step, but
 // at least HP_CUDA_ATTN_FD_MIN_STEPS warp steps per warp, at most kFdMaxSplit and `max_split`
 // (the partials' capacity). From host scalars only (graph-capturable).
-inline int decode_attention_splits(int n_token, int n_head_kv, int d_head, int max_positions, int max_split) {
+inline int decode_attention_splits(int n_token, int n_head_kv, int d_head, int max_positions, int max_split, int warps = kFdWarps) {
     const int pairs = n_token * n_head_kv, step = fd_step_positions(d_head);
     const int n_step = (max_positions + step - 1) / step;
     int n_split = (HP_CUDA_ATTN_FD_TARGET_BLOCKS + pairs - 1) / pairs;
-    n_split = n_split < n_step / (kFdWarps * HP_CUDA_ATTN_FD_MIN_STEPS) ? n_split : n_step / (kFdWarps * HP_CUDA_ATTN_FD_MIN_STEPS);
+    n_split = n_split < n_step / (warps * HP_CUDA_ATTN_FD_MIN_STEPS) ? n_split : n_step / (warps * HP_CUDA_ATTN_FD_MIN_STEPS);
     n_split = n_split < kFdMaxSplit ? n_split : kFdMaxSplit;
     n_split = n_split < max_split ? n_split : max_split;
     return n_split > 1 ? n_split : 1;

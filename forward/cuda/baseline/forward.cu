@@ -402,9 +402,13 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     const int max_positions = batch.max_blocks_per_seq * block_tokens;
     DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / sqrtf(float(c.d_head)), block_tokens,
                             (block_tokens & (block_tokens - 1)) == 0 ? __builtin_ctz(unsigned(block_tokens)) : -1, batch.max_blocks_per_seq, 1};
-    p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)));
+    // attn_fd_small_warps: small steps on the CUDA-core kernel run blocks of more warps (fewer splits).
+    const bool mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && batch.n_token >= HP_CUDA_ATTN_MMA_MIN_TOKENS;
+    const bool small = !mma && batch.n_token <= HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS;
+    const int warps = small ? kFdSmallWarps : kFdWarps;
+    p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)), warps);
     if (state.prefetch_step) p.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
-    const dim3 grid(c.n_head_kv, batch.n_token, p.n_split), block(kFdWarps * 32);
+    const dim3 grid(c.n_head_kv, batch.n_token, p.n_split), block(warps * 32);
     auto launch = [&](auto kernel) {
         hp_cuda_gemv::launch_pdl(kernel, grid, block, 0, state.stream, p, static_cast<const float *>(state.act.q), batch.positions,
                                  static_cast<const int32_t *>(state.act.token_seq), batch.block_tables, static_cast<const void *>(kv.k[layer]),
@@ -415,14 +419,19 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
             constexpr int D = decltype(d_head)::value;
             const bool prefetch = batch.n_token <= HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS;
             if constexpr (HP_CUDA_ATTN_KERNEL == 2 && D >= 64) {
-                if (batch.n_token >= HP_CUDA_ATTN_MMA_MIN_TOKENS) {
+                if (mma) {
                     if (group <= 4) launch(prefetch ? decode_attention_mma_kernel<KV, D, 4, true> : decode_attention_mma_kernel<KV, D, 4, false>);
                     else launch(prefetch ? decode_attention_mma_kernel<KV, D, kMaxGroup, true> : decode_attention_mma_kernel<KV, D, kMaxGroup, false>);
                     return;
                 }
             }
-            if (group <= 4) launch(prefetch ? decode_attention_kernel<KV, D, 4, true> : decode_attention_kernel<KV, D, 4, false>);
-            else launch(prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true> : decode_attention_kernel<KV, D, kMaxGroup, false>);
+            auto for_warps = [&](auto n_warps) {
+                constexpr int W = decltype(n_warps)::value;
+                if (group <= 4) launch(prefetch ? decode_attention_kernel<KV, D, 4, true, W> : decode_attention_kernel<KV, D, 4, false, W>);
+                else launch(prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true, W> : decode_attention_kernel<KV, D, kMaxGroup, false, W>);
+            };
+            if (small && kFdSmallWarps != kFdWarps) for_warps(std::integral_constant<int, kFdSmallWarps>{});
+            else for_warps(std::integral_constant<int, kFdWarps>{});
         };
         if (c.d_head == 32) for_head(std::integral_constant<int, 32>{});
         else if (c.d_head == 64) for_head(std::integral_constant<int, 64>{});

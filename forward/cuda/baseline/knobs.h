@@ -125,6 +125,27 @@
 #ifndef HP_CUDA_WORKSPACE_TOKENS
 #define HP_CUDA_WORKSPACE_TOKENS 256
 #endif
+#ifndef HP_CUDA_MOE_SINGLE_ROUTE
+#define HP_CUDA_MOE_SINGLE_ROUTE 0
+#endif
+#ifndef HP_CUDA_MOE_SINGLE_WARPS
+#define HP_CUDA_MOE_SINGLE_WARPS 8
+#endif
+#ifndef HP_CUDA_MOE_SINGLE_UNROLL
+#define HP_CUDA_MOE_SINGLE_UNROLL 8
+#endif
+#ifndef HP_CUDA_MOE_SINGLE_DOWN_UNROLL
+#define HP_CUDA_MOE_SINGLE_DOWN_UNROLL 6
+#endif
+#ifndef HP_CUDA_ATTN_FD_REDUCE_UNROLL
+#define HP_CUDA_ATTN_FD_REDUCE_UNROLL 8
+#endif
+#ifndef HP_CUDA_ATTN_FD_SMALL_WARPS
+#define HP_CUDA_ATTN_FD_SMALL_WARPS 8
+#endif
+#ifndef HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS
+#define HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS 1
+#endif
 
 static_assert(HP_CUDA_NORM_THREADS % 32 == 0 && HP_CUDA_NORM_THREADS <= 1024, "norm_threads: whole warps, at most 1024");
 static_assert(HP_CUDA_ATTN_WARPS >= 1 && HP_CUDA_ATTN_WARPS * 32 <= 1024, "attn_warps: 1..32");
@@ -168,3 +189,10 @@ static_assert(HP_CUDA_GEMV_PIPELINE_UNROLL >= 1 && HP_CUDA_GEMV_PIPELINE_UNROLL 
 static_assert(HP_CUDA_GEMV_L2_AHEAD >= 0 && HP_CUDA_GEMV_L2_AHEAD <= 4, "gemv_l2_ahead: 0..4");
 static_assert(HP_CUDA_GEMV_EVICT_FIRST == 0 || HP_CUDA_GEMV_EVICT_FIRST == 1, "gemv_evict_first: 0 or 1");
 static_assert(HP_CUDA_WORKSPACE_TOKENS >= 1, "workspace_tokens must be positive");
+static_assert(HP_CUDA_MOE_SINGLE_ROUTE == 0 || HP_CUDA_MOE_SINGLE_ROUTE == 1, "moe_single_route: 0 or 1");
+static_assert(HP_CUDA_MOE_SINGLE_WARPS >= 1 && HP_CUDA_MOE_SINGLE_WARPS <= 32, "moe_single_warps: 1..32");
+static_assert(HP_CUDA_MOE_SINGLE_UNROLL >= 1 && HP_CUDA_MOE_SINGLE_UNROLL <= 16, "moe_single_unroll: 1..16");
+static_assert(HP_CUDA_MOE_SINGLE_DOWN_UNROLL >= 1 && HP_CUDA_MOE_SINGLE_DOWN_UNROLL <= 16, "moe_single_down_unroll: 1..16");
+static_assert(HP_CUDA_ATTN_FD_REDUCE_UNROLL >= 1 && HP_CUDA_ATTN_FD_REDUCE_UNROLL <= 64, "attn_fd_reduce_unroll: 1..64");
+static_assert(HP_CUDA_ATTN_FD_SMALL_WARPS >= 1 && HP_CUDA_ATTN_FD_SMALL_WARPS <= 8, "attn_fd_small_warps: 1..8 (shared memory of the block)");
+static_assert(HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS >= 0, "attn_fd_small_max_tokens: 0 (never) or more");

@@ -1,13 +1,7 @@
 // Grouped MoE decode of the CUDA baseline (knob moe_kernel 1): every routed expert's weights are
 // read once per step for all the tokens that chose it.
 //
-//   route_group_kernel   one block: per token (one warp) softmax over the router logits, top-k
-//                        (ties to the lower index), optional renormalisation; then per expert the
-//                        number of (token, slot) pairs that chose it, an exclusive scan, and the
-//                        pairs scattered into per-expert lists: n_active, active_expert[a],
-//                        group_start[a] (a in 0..n_active, sorted by expert id), group_pair[pos]
-//                        = token * k + slot. With the folded RMSNorm it also sums each token's
-//                        x^2 partials into inv_rms[token].
+//   route_group_kernel   (moe_route.cuh) routing and the per-expert token lists.
 //   expert_gemv_kernel   bf16 weights of one active expert (grid z) x its tokens, float32
 //                        accumulation on tensor cores (the decode GEMV's scheme, gemv.cuh: 16-byte
 //                        streaming loads straight into mma.sync m16n8k16 fragments, a 16-row tile
@@ -18,6 +12,8 @@
 //   expert_down_single_kernel   one-token steps: down_proj of the k experts as one GEMV over the
 //                        concatenated act, accumulated into the residual with gemv.cuh's folded-norm
 //                        epilogue (no combine).
+//   expert_gate_up_single_kernel   one-token steps with knob moe_single_route (off by default):
+//                        one warp per row of d_ff, the block routing the token itself.
 //   moe_combine_norm_kernel   x[t] += sum over slots of out[t * k + slot] in slot order (+ the gated
 //                        shared expert), and optionally the next RMSNorm's bf16 operand of x.
 //
@@ -35,11 +31,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include <hotpass/forward_abi.h>
 
 #include "gemv.cuh"
 #include "knobs.h"
+#include "moe_route.cuh"
 
 namespace hp_cuda_moe {
 
@@ -47,144 +45,6 @@ using hp_cuda_gemv::kTileRows;
 
 constexpr int kWarps = HP_CUDA_MOE_WARPS;     // warps of an expert-GEMV block, splitting a tile's inputs
 constexpr int kUnroll = HP_CUDA_MOE_UNROLL;   // steps of 32 inputs per warp iteration (2 * this 16-byte loads per matrix in flight)
-constexpr int kRouteThreads = HP_CUDA_MOE_ROUTE_THREADS;
-constexpr int kMaxExpert = 512;               // experts the routing block holds in shared memory
-constexpr int kPickCapacity = 2048;           // (token, slot) picks the routing block keeps in shared memory
-
-// Where the routing of one step lives (device buffers sized for the workspace's tokens).
-struct Routing {
-    int32_t *expert_index = nullptr;  // [n_token * k]
-    float *expert_weight = nullptr;   // [n_token * k] (renormalised when norm_topk_prob)
-    int32_t *n_active = nullptr;      // [1]: experts chosen by at least one token
-    int32_t *active_expert = nullptr; // [n_expert]: their ids, ascending
-    int32_t *group_start = nullptr;   // [n_expert + 1]: first grouped position of active expert a; [n_active] = n_token * k
-    int32_t *group_pair = nullptr;    // [n_token * k]: grouped position -> token * k + slot
-    float *inv_rms = nullptr;         // [n_token]: 1 / rms of the FFN input when the norm is folded
-};
-
-struct RouteParams {
-    const float *logits = nullptr;     // f32 [n_token][n_expert]
-    int n_token = 0, n_expert = 0, k = 0, norm_topk_prob = 0;
-    const float *x_sum_sq = nullptr;   // optional: f32 [n_token][n_sum_sq] partial sums of x^2 (folded norm)
-    int n_sum_sq = 0, d_model = 0;
-    float norm_eps = 0.0f;
-    int32_t *expert_counts = nullptr;  // optional [n_expert], += picks
-    Routing routing;
-};
-
-// (value, index) of the larger, ties to the lower index.
-__device__ inline void arg_max(float &value, int &index, float other_value, int other_index) {
-    if (other_value > value || (other_value == value && other_index < index)) {
-        value = other_value;
-        index = other_index;
-    }
-}
-
-// PER_LANE: router probabilities per lane (32 * PER_LANE >= n_expert).
-template <int PER_LANE>
-__global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const RouteParams p) {
-    __shared__ int count_s[kMaxExpert], start_s[kMaxExpert], fill_s[kMaxExpert];
-    __shared__ int pick_s[kPickCapacity];      // expert of each (token, slot) when n_token * k fits
-    __shared__ float weight_s[kPickCapacity];  // its probability, before renormalisation
-    hp_cuda_gemv::launch_dependents();
-    hp_cuda_gemv::wait_for_previous_grid();
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warp = blockDim.x / 32;
-    const int n_expert = p.n_expert, k = p.k;
-    const Routing &r = p.routing;
-    for (int e = threadIdx.x; e < n_expert; e += blockDim.x) count_s[e] = fill_s[e] = 0;
-    __syncthreads();
-    for (int t = warp; t < p.n_token; t += n_warp) {
-        const float *row = p.logits + int64_t(t) * n_expert;
-        float prob[PER_LANE];
-        float max_logit = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < PER_LANE; ++j) {
-            const int e = lane + 32 * j;
-            prob[j] = e < n_expert ? row[e] : -INFINITY;
-            max_logit = fmaxf(max_logit, prob[j]);
-        }
-        for (int offset = 16; offset > 0; offset /= 2) max_logit = fmaxf(max_logit, __shfl_xor_sync(0xffffffffu, max_logit, offset));
-        float total = 0.0f;
-#pragma unroll
-        for (int j = 0; j < PER_LANE; ++j) {
-            prob[j] = lane + 32 * j < n_expert ? expf(prob[j] - max_logit) : 0.0f;
-            total += prob[j];
-        }
-        for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
-#pragma unroll
-        for (int j = 0; j < PER_LANE; ++j) prob[j] = lane + 32 * j < n_expert ? prob[j] / total : -1.0f;  // -1: not choosable
-        float chosen_total = 0.0f;
-        for (int slot = 0; slot < k; ++slot) {
-            float best = -1.0f;
-            int best_e = 0x7fffffff;
-#pragma unroll
-            for (int j = 0; j < PER_LANE; ++j) arg_max(best, best_e, prob[j], lane + 32 * j);
-            for (int offset = 16; offset > 0; offset /= 2) {
-                arg_max(best, best_e, __shfl_xor_sync(0xffffffffu, best, offset), __shfl_xor_sync(0xffffffffu, best_e, offset));
-            }
-#pragma unroll
-            for (int j = 0; j < PER_LANE; ++j) {
-                if (lane + 32 * j == best_e) prob[j] = -1.0f;  // taken
-            }
-            chosen_total += best;
-            if (lane == 0) {
-                const int pair = t * k + slot;
-                r.expert_index[pair] = best_e;
-                if (pair < kPickCapacity) {
-                    pick_s[pair] = best_e;
-                    weight_s[pair] = best;
-                } else {
-                    r.expert_weight[pair] = best;
-                }
-                atomicAdd(&count_s[best_e], 1);
-                if (p.expert_counts) atomicAdd(p.expert_counts + best_e, 1);
-            }
-        }
-        __syncwarp();  // lane 0's picks are visible to the warp
-        for (int slot = lane; slot < k; slot += 32) {
-            const int pair = t * k + slot;
-            const float weight = pair < kPickCapacity ? weight_s[pair] : r.expert_weight[pair];
-            r.expert_weight[pair] = p.norm_topk_prob ? weight / chosen_total : weight;
-        }
-        if (p.x_sum_sq) {  // the same order as the decode GEMV's folded norm: lane-strided, then a butterfly
-            const float *part = p.x_sum_sq + int64_t(t) * p.n_sum_sq;
-            float sum = 0.0f;
-            for (int i = lane; i < p.n_sum_sq; i += 32) sum += part[i];
-            for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-            if (lane == 0) r.inv_rms[t] = rsqrtf(sum / float(p.d_model) + p.norm_eps);
-        }
-    }
-    __syncthreads();  // counts complete; expert_index visible to the block
-    if (warp == 0) {  // exclusive scan of the counts and the compact list of active experts, 32 experts at a time
-        int position = 0, active = 0;
-        for (int base = 0; base < n_expert; base += 32) {
-            const int e = base + lane;
-            const int count = e < n_expert ? count_s[e] : 0, flag = count > 0;
-            int count_incl = count, flag_incl = flag;
-            for (int offset = 1; offset < 32; offset *= 2) {
-                const int c = __shfl_up_sync(0xffffffffu, count_incl, offset), f = __shfl_up_sync(0xffffffffu, flag_incl, offset);
-                if (lane >= offset) count_incl += c, flag_incl += f;
-            }
-            const int start = position + count_incl - count;
-            if (e < n_expert) start_s[e] = start;
-            if (flag) {
-                r.active_expert[active + flag_incl - 1] = e;
-                r.group_start[active + flag_incl - 1] = start;
-            }
-            position += __shfl_sync(0xffffffffu, count_incl, 31);
-            active += __shfl_sync(0xffffffffu, flag_incl, 31);
-        }
-        if (lane == 0) {
-            *r.n_active = active;
-            r.group_start[active] = position;
-        }
-    }
-    __syncthreads();
-    for (int pair = threadIdx.x; pair < p.n_token * k; pair += blockDim.x) {
-        const int e = pair < kPickCapacity ? pick_s[pair] : r.expert_index[pair];
-        r.group_pair[start_s[e] + atomicAdd(&fill_s[e], 1)] = pair;
-    }
-}
 
 struct ExpertParams {
     const __nv_bfloat16 *const *w = nullptr;   // device table [n_expert] of bf16 [n_out][n_in]: gate, or down
@@ -339,12 +199,14 @@ struct SingleDownParams {
     float *x = nullptr;                       // f32 [n_out] residual of the token
     hp_cuda_gemv::NormOut norm_out;           // optional
     const int32_t *n_active = nullptr, *active_expert = nullptr;
+    const float *logits = nullptr;            // routed variant: f32 [n_expert] router logits (instead of the lists)
+    int n_expert = 0, k = 0;
     int n_in = 0, n_out = 0;
 };
 
-constexpr int kMaxSingleExperts = 64;  // top-k the one-token down kernel takes
-
-template <bool VEC>
+// ROUTE_PER_LANE > 0 (moe_single_route): the kernel routes the token from p.logits itself instead
+// of reading the lists. UNROLL: input steps of 32 per warp iteration (knob moe_single_down_unroll).
+template <bool VEC, int ROUTE_PER_LANE = 0, int UNROLL = kUnroll>
 __global__ void __launch_bounds__(kWarps * 32) expert_down_single_kernel(const SingleDownParams p) {
     __shared__ hp_cuda_gemv::WarpPartials<kWarps, 1, 1> partials;
     __shared__ const __nv_bfloat16 *expert_w_s[kMaxSingleExperts];
@@ -352,16 +214,27 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_single_kernel(const S
     const int n_split = gridDim.x * kWarps, split = blockIdx.x * kWarps + warp;
     const int row0 = blockIdx.y * kTileRows;
     const int n_in = p.n_in, n_chunk = (n_in + 7) / 8, n_step_e = (n_chunk + 3) / 4;
-    const int n_expert = *p.n_active, n_step = n_expert * n_step_e;
-    for (int j = threadIdx.x; j < n_expert; j += blockDim.x) expert_w_s[j] = p.w[p.active_expert[j]];
+    int n_expert = 0;
+    if constexpr (ROUTE_PER_LANE > 0) {  // the logits are complete: gate/up launches its dependents after its own wait
+        __shared__ SingleRoute route_s;
+        if (warp == 0) {
+            route_single<ROUTE_PER_LANE>(p.logits, p.n_expert, p.k, 0, route_s);
+            for (int j = lane; j < p.k; j += 32) expert_w_s[j] = p.w[route_s.expert[j]];
+        }
+        n_expert = p.k;
+    } else {
+        n_expert = *p.n_active;
+        for (int j = threadIdx.x; j < n_expert; j += blockDim.x) expert_w_s[j] = p.w[p.active_expert[j]];
+    }
+    const int n_step = n_expert * n_step_e;
     __syncthreads();
     const int64_t row_lo = min(row0 + g, p.n_out - 1), row_hi = min(row0 + g + 8, p.n_out - 1);
     float acc[1][1][4] = {};
     bool waited = false;
-    for (int s0 = split * kUnroll; s0 < n_step; s0 += n_split * kUnroll) {
-        uint4 a[2][kUnroll];
+    for (int s0 = split * UNROLL; s0 < n_step; s0 += n_split * UNROLL) {
+        uint4 a[2][UNROLL];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
+        for (int u = 0; u < UNROLL; ++u) {
             const int step = min(s0 + u, n_step - 1), j = step / n_step_e;
             const int c = min((step - j * n_step_e) * 4 + q, n_chunk - 1);
             a[0][u] = hp_cuda_gemv::load_chunk<VEC, true>(expert_w_s[j] + row_lo * n_in, c, n_in);
@@ -373,7 +246,7 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_single_kernel(const S
             waited = true;
         }
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
+        for (int u = 0; u < UNROLL; ++u) {
             if (s0 + u >= n_step) break;
             const int j = (s0 + u) / n_step_e, c = (s0 + u - j * n_step_e) * 4 + q;
             const uint4 b = g == 0 && c < n_chunk ? hp_cuda_gemv::load_chunk<VEC, false>(p.act + int64_t(j) * n_in, c, n_in) : make_uint4(0, 0, 0, 0);
@@ -405,6 +278,109 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_single_kernel(const S
     cluster.sync();
 }
 
+// One-token gate/up with moe_single_route: one warp per row of d_ff (as the first, per-(token, slot)
+// kernel of kernels.cuh, which streamed the same bytes faster at one token than the clustered
+// tensor-core GEMV: 6144 independent warps, no reduction across blocks), fed by the block's own
+// routing. Grid (ceil(n_out / kSingleWarps), k): block (x, a) takes rows x * kSingleWarps.. of the
+// a-th chosen expert in grouped order and writes act[a][row] = bf16(weight * silu(g) * u), g and u
+// scaled by 1/rms of the folded norm. Each lane keeps kSingleUnroll 16-byte loads of gate and of up
+// in flight per iteration (n_in = 2048: one iteration). Block (0, 0) also writes the routing
+// (expert_index, expert_weight, the one-token lists, inv_rms, expert_counts) for whoever reads it.
+struct SingleGateUpParams {
+    const float *logits = nullptr;            // f32 [n_expert] router logits of the token
+    int n_expert = 0, k = 0, norm_topk_prob = 0;
+    const float *x_sum_sq = nullptr;          // optional: f32 [n_sum_sq] partial sums of x^2 (folded norm)
+    int n_sum_sq = 0;
+    float norm_eps = 0.0f;
+    int32_t *expert_counts = nullptr;         // optional [n_expert], += picks
+    Routing routing;
+    const __nv_bfloat16 *const *gate = nullptr, *const *up = nullptr;  // device tables [n_expert] of bf16 [n_out][n_in]
+    const __nv_bfloat16 *x = nullptr;         // bf16 [n_in]
+    __nv_bfloat16 *act = nullptr;             // bf16 [k][n_out], grouped order
+    int n_in = 0, n_out = 0;
+};
+
+constexpr int kSingleWarps = HP_CUDA_MOE_SINGLE_WARPS;
+constexpr int kSingleUnroll = HP_CUDA_MOE_SINGLE_UNROLL;
+
+// Sum of the 8 products of a chunk of bf16 weights and activations, added to acc in element order.
+__device__ inline float dot_chunk(float acc, uint4 w, uint4 x) {
+    const uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 wf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&wv[j]));
+        const float2 xf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&xv[j]));
+        acc = fmaf(wf.x, xf.x, acc);
+        acc = fmaf(wf.y, xf.y, acc);
+    }
+    return acc;
+}
+
+template <int PER_LANE, bool VEC>
+__global__ void __launch_bounds__(kSingleWarps * 32) expert_gate_up_single_kernel(const SingleGateUpParams p) {
+    __shared__ SingleRoute route_s;
+    __shared__ float inv_rms_s;
+    hp_cuda_gemv::wait_for_previous_grid();  // the router logits and the folded norm's partial sums
+    hp_cuda_gemv::launch_dependents();
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (warp == 0) route_single<PER_LANE>(p.logits, p.n_expert, p.k, p.norm_topk_prob, route_s);
+    if (warp == kSingleWarps - 1) {  // the same order as route_group_kernel
+        float sum = 0.0f;
+        for (int i = lane; p.x_sum_sq && i < p.n_sum_sq; i += 32) sum += p.x_sum_sq[i];
+        for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        if (lane == 0) inv_rms_s = p.x_sum_sq ? rsqrtf(sum / float(p.n_in) + p.norm_eps) : 1.0f;
+    }
+    __syncthreads();
+    if (blockIdx.x == 0 && blockIdx.y == 0) {
+        const Routing &r = p.routing;
+        for (int j = threadIdx.x; j < p.k; j += blockDim.x) {
+            const int slot = route_s.slot[j];
+            r.expert_index[slot] = route_s.expert[j];
+            r.expert_weight[slot] = route_s.weight[j];
+            r.active_expert[j] = route_s.expert[j];
+            r.group_start[j] = j;
+            r.group_pair[j] = slot;
+            if (p.expert_counts) atomicAdd(p.expert_counts + route_s.expert[j], 1);
+        }
+        if (threadIdx.x == 0) {
+            *r.n_active = p.k;
+            r.group_start[p.k] = p.k;
+            if (p.x_sum_sq) r.inv_rms[0] = inv_rms_s;
+        }
+    }
+    const int a = blockIdx.y, row = blockIdx.x * kSingleWarps + warp;
+    if (row >= p.n_out) return;
+    const int expert = route_s.expert[a], n_in = p.n_in, n_chunk = (n_in + 7) / 8;
+    const __nv_bfloat16 *gate_row = p.gate[expert] + int64_t(row) * n_in, *up_row = p.up[expert] + int64_t(row) * n_in;
+    float gate = 0.0f, up = 0.0f;
+    for (int c0 = lane; c0 < n_chunk; c0 += 32 * kSingleUnroll) {
+        uint4 wg[kSingleUnroll], wu[kSingleUnroll];
+#pragma unroll
+        for (int u = 0; u < kSingleUnroll; ++u) {
+            const int c = c0 + 32 * u;
+            wg[u] = c < n_chunk ? hp_cuda_gemv::load_chunk<VEC, true>(gate_row, c, n_in) : make_uint4(0, 0, 0, 0);
+            wu[u] = c < n_chunk ? hp_cuda_gemv::load_chunk<VEC, true>(up_row, c, n_in) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < kSingleUnroll; ++u) {
+            const int c = c0 + 32 * u;
+            if (c >= n_chunk) break;
+            const uint4 xv = hp_cuda_gemv::load_chunk<VEC, false>(p.x, c, n_in);
+            gate = dot_chunk(gate, wg[u], xv);
+            up = dot_chunk(up, wu[u], xv);
+        }
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        gate += __shfl_xor_sync(0xffffffffu, gate, offset);
+        up += __shfl_xor_sync(0xffffffffu, up, offset);
+    }
+    if (lane == 0) {
+        gate *= inv_rms_s;
+        up *= inv_rms_s;
+        p.act[int64_t(a) * p.n_out + row] = __float2bfloat16_rn(route_s.weight[a] * (gate / (1.0f + __expf(-gate)) * up));
+    }
+}
+
 // Blocks of `kernel` resident at once on the device (occupancy x SMs), asked once per kernel.
 inline int64_t wave_blocks(const void *kernel) {
     static const void *known[32];
@@ -431,10 +407,10 @@ inline int64_t wave_blocks(const void *kernel) {
 // HP_CUDA_MOE_TARGET_WARPS warps over all tiles of the slots, without leaving a warp less than one
 // full iteration of the input loop, and (HP_CUDA_MOE_ONE_WAVE) without a grid larger than one wave
 // of resident blocks (`wave`): a second, partial wave costs a whole extra round of memory latency.
-inline int cluster_size(int64_t tiles, int n_in, int64_t wave) {
+inline int cluster_size(int64_t tiles, int n_in, int64_t wave, int unroll = kUnroll) {
     const int n_step = ((n_in + 7) / 8 + 3) / 4;
     int size = 1;
-    while (size < HP_CUDA_MOE_MAX_CLUSTER && tiles * size * kWarps < HP_CUDA_MOE_TARGET_WARPS && 2 * size * kWarps * kUnroll <= n_step &&
+    while (size < HP_CUDA_MOE_MAX_CLUSTER && tiles * size * kWarps < HP_CUDA_MOE_TARGET_WARPS && 2 * size * kWarps * unroll <= n_step &&
            (!HP_CUDA_MOE_ONE_WAVE || tiles * size * 2 <= wave)) {
         size *= 2;
     }
@@ -514,6 +490,7 @@ struct MoeStep {
     const float *shared = nullptr, *shared_logit = nullptr;
     int down_tiles = 1;                 // grouped down: 16-row tiles per block (the plugin: knobs moe_down_tiles, moe_down_tiles_min_tokens)
     bool single_token = false;          // n_token == 1, no shared expert: expert_down_single_kernel accumulates into x (no combine)
+    bool single_route = HP_CUDA_MOE_SINGLE_ROUTE;  // single_token: no routing kernel; the gate/up and down kernels route (moe_single_route)
     hp_cuda_gemv::NormOut norm_out;     // single_token, optional: the next norm's operand and tile sums (gemv.cuh)
     const void *next_norm_w = nullptr;  // combine, optional: write h = bf16(RMSNorm(x) * next_norm_w)
     hp_dtype next_norm_dtype = HP_DTYPE_F32;
@@ -521,12 +498,73 @@ struct MoeStep {
     __nv_bfloat16 *h_out = nullptr;
 };
 
+// One-token step with moe_single_route: expert_gate_up_single_kernel (routes, writes the routing),
+// then expert_down_single_kernel routing from the logits itself (before it waits for gate/up).
+inline void moe_single_routed(const MoeStep &s, int per_lane, cudaStream_t stream) {
+    SingleGateUpParams g;
+    g.logits = s.route.logits;
+    g.n_expert = s.route.n_expert;
+    g.k = s.route.k;
+    g.norm_topk_prob = s.route.norm_topk_prob;
+    g.x_sum_sq = s.route.x_sum_sq;
+    g.n_sum_sq = s.route.n_sum_sq;
+    g.norm_eps = s.route.norm_eps;
+    g.expert_counts = s.route.expert_counts;
+    g.routing = s.route.routing;
+    g.gate = s.gate;
+    g.up = s.up;
+    g.x = s.h;
+    g.act = s.act;
+    g.n_in = s.d_model;
+    g.n_out = s.d_ff;
+    const bool vec_in = s.vec && s.d_model % 8 == 0 && hp_cuda_gemv::aligned16(s.h);
+    auto gate_up = [&](auto per) {
+        constexpr int P = decltype(per)::value;
+        hp_cuda_gemv::launch_pdl(vec_in ? expert_gate_up_single_kernel<P, true> : expert_gate_up_single_kernel<P, false>,
+                                 dim3(unsigned((s.d_ff + kSingleWarps - 1) / kSingleWarps), unsigned(s.route.k)), dim3(kSingleWarps * 32), 0,
+                                 stream, g);
+    };
+    SingleDownParams d;
+    d.w = s.down;
+    d.act = s.act;
+    d.x = s.x;
+    d.norm_out = s.norm_out;
+    d.logits = s.route.logits;
+    d.n_expert = s.route.n_expert;
+    d.k = s.route.k;
+    d.n_in = s.d_ff;
+    d.n_out = s.d_model;
+    const int tiles = (s.d_model + kTileRows - 1) / kTileRows;
+    const bool vec_down = s.vec && s.d_ff % 8 == 0 && hp_cuda_gemv::aligned16(s.act);
+    constexpr int kDownUnroll = HP_CUDA_MOE_SINGLE_DOWN_UNROLL;
+    auto down = [&](auto per) {
+        constexpr int P = decltype(per)::value;
+        void (*kernel)(SingleDownParams) = vec_down ? expert_down_single_kernel<true, P, kDownUnroll> : expert_down_single_kernel<false, P, kDownUnroll>;
+        const dim3 grid(unsigned(cluster_size(tiles, s.route.k * s.d_ff, wave_blocks(reinterpret_cast<const void *>(kernel)), kDownUnroll)),
+                        unsigned(tiles));
+        hp_cuda_gemv::launch_pdl_clustered(kernel, grid, dim3(kWarps * 32), 0, grid.x, stream, d);
+    };
+    auto both = [&](auto per) {
+        gate_up(per);
+        down(per);
+    };
+    if (per_lane <= 1) both(std::integral_constant<int, 1>{});
+    else if (per_lane <= 2) both(std::integral_constant<int, 2>{});
+    else if (per_lane <= 4) both(std::integral_constant<int, 4>{});
+    else if (per_lane <= 8) both(std::integral_constant<int, 8>{});
+    else both(std::integral_constant<int, kMaxExpert / 32>{});
+}
+
 // route -> gate/up -> down on `stream` (the combine is separate: a shared expert may run between;
 // single_token steps need none).
 inline void moe_experts(const MoeStep &s, cudaStream_t stream) {
     const int n_token = s.route.n_token;
     if (n_token <= 0) return;
     const int per_lane = (s.route.n_expert + 31) / 32;
+    if (s.single_token && s.single_route) {
+        moe_single_routed(s, per_lane, stream);
+        return;
+    }
     auto route = per_lane <= 1 ? route_group_kernel<1> : per_lane <= 2 ? route_group_kernel<2> : per_lane <= 4 ? route_group_kernel<4>
                : per_lane <= 8 ? route_group_kernel<8> : route_group_kernel<kMaxExpert / 32>;
     hp_cuda_gemv::launch_pdl(route, dim3(1), dim3(kRouteThreads), 0, stream, s.route);
@@ -554,8 +592,10 @@ inline void moe_experts(const MoeStep &s, cudaStream_t stream) {
         d.n_out = s.d_model;
         const int tiles = (s.d_model + kTileRows - 1) / kTileRows;
         const bool vec = s.vec && s.d_ff % 8 == 0 && hp_cuda_gemv::aligned16(s.act);
-        void (*kernel)(SingleDownParams) = vec ? expert_down_single_kernel<true> : expert_down_single_kernel<false>;
-        const dim3 grid(unsigned(cluster_size(tiles, s.route.k * s.d_ff, wave_blocks(reinterpret_cast<const void *>(kernel)))), unsigned(tiles));
+        constexpr int kDownUnroll = HP_CUDA_MOE_SINGLE_DOWN_UNROLL;
+        void (*kernel)(SingleDownParams) = vec ? expert_down_single_kernel<true, 0, kDownUnroll> : expert_down_single_kernel<false, 0, kDownUnroll>;
+        const dim3 grid(unsigned(cluster_size(tiles, s.route.k * s.d_ff, wave_blocks(reinterpret_cast<const void *>(kernel)), kDownUnroll)),
+                        unsigned(tiles));
         hp_cuda_gemv::launch_pdl_clustered(kernel, grid, dim3(kWarps * 32), 0, grid.x, stream, d);
         return;
     }
