@@ -57,6 +57,9 @@ Bf16Buffer random_bf16(std::mt19937 &rng, size_t n, float scale) {
     return b;
 }
 
+// Which decode GEMV runs a case: the plugin's choice (gemv::launch), or one kernel explicitly.
+enum class Kernel { automatic, cluster, staged };
+
 struct Case {
     int n_in, n_token, epilogue;
     std::vector<int> n_out;  // one entry per segment
@@ -66,6 +69,7 @@ struct Case {
     bool rows = false;        // with norm_in: token t reads input row rows[t] of a larger, shuffled set
     bool norm_out = false;    // kAccumulate: also write bf16(y * norm_w) and the tiles' sums of y^2
     bool prefetch = false;    // L2 prefetch ranges over the launch's own weights and input
+    Kernel kernel = Kernel::automatic;
 };
 
 std::string describe(const Case &c) {
@@ -73,7 +77,8 @@ std::string describe(const Case &c) {
                        std::to_string(c.epilogue) + ", n_out";
     for (int n : c.n_out) text += " " + std::to_string(n);
     return text + (c.misaligned ? ", misaligned" : "") + (c.bias ? ", bias" : "") + (c.norm_in ? ", norm in" : "") + (c.rows ? ", rows" : "") +
-           (c.norm_out ? ", norm out" : "") + (c.prefetch ? ", prefetch" : "");
+           (c.norm_out ? ", norm out" : "") + (c.prefetch ? ", prefetch" : "") +
+           (c.kernel == Kernel::cluster ? ", clustered kernel" : c.kernel == Kernel::staged ? ", staged kernel" : "");
 }
 
 void run_case(const Case &c, uint32_t seed) {
@@ -170,11 +175,18 @@ void run_case(const Case &c, uint32_t seed) {
         p.prefetch.ptr[gemv::L2Prefetch::kMaxRanges - 1] = p.x;
         p.prefetch.bytes[gemv::L2Prefetch::kMaxRanges - 1] = uint32_t(size_t(n_rows) * c.n_in * 2);
     }
-    auto launch = [&] {
-        if (c.epilogue == gemv::kStore) gemv::launch<gemv::kStore>(p, nullptr);
-        else if (c.epilogue == gemv::kAccumulate) gemv::launch<gemv::kAccumulate>(p, nullptr);
-        else gemv::launch<gemv::kSiluMul>(p, nullptr);
+    auto launch_as = [&](auto epilogue) {
+        constexpr int EPI = decltype(epilogue)::value;
+        if (c.kernel == Kernel::cluster) gemv::launch_cluster<EPI>(p, nullptr);
+        else if (c.kernel == Kernel::staged) gemv::launch_staged<EPI>(p, nullptr);
+        else gemv::launch<EPI>(p, nullptr);
     };
+    auto launch = [&] {
+        if (c.epilogue == gemv::kStore) launch_as(std::integral_constant<int, gemv::kStore>{});
+        else if (c.epilogue == gemv::kAccumulate) launch_as(std::integral_constant<int, gemv::kAccumulate>{});
+        else launch_as(std::integral_constant<int, gemv::kSiluMul>{});
+    };
+    if (c.kernel == Kernel::staged) ASSERT_TRUE(gemv::staged_fits(p, c.epilogue)) << "the case is not one the staged kernel takes";
     launch();
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaDeviceSynchronize());
@@ -274,16 +286,32 @@ void run_case(const Case &c, uint32_t seed) {
     }
 }
 
+// Runs a case on the clustered kernel and, where it takes the shape (one token, n_in a power of two
+// from 2048 to 16384, aligned operands), on the staged kernel: both against the same host math.
+void run_kernels(Case c, uint32_t seed) {
+    c.kernel = Kernel::cluster;
+    run_case(c, seed);
+    const bool takes = c.n_token == 1 && c.n_in >= 2048 && c.n_in <= 16384 && (c.n_in & (c.n_in - 1)) == 0 && !c.misaligned;
+    if (!takes) return;
+    c.kernel = Kernel::staged;
+    run_case(c, seed);
+}
+
 TEST(CudaGemv, StoreMatchesHostMath) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     uint32_t seed = std::random_device{}();
     std::printf("seed %u\n", seed);
     for (int n_token : {1, 3, 8, 17, 64}) {
         for (int n_in : {2048, 1000, 2050, 7}) {
-            run_case({n_in, n_token, gemv::kStore, {1003}, n_token % 2 == 1}, seed++);
+            run_kernels({n_in, n_token, gemv::kStore, {1003}, n_token % 2 == 1}, seed++);
         }
     }
-    run_case({4096, 2, gemv::kStore, {1}, true}, seed++);
+    run_kernels({4096, 2, gemv::kStore, {1}, true}, seed++);
+    // Several tiles per staged block, partial tiles at the blocks' edges, the stage ring wrapping.
+    for (int n_token : {1, 8}) run_kernels({2048, n_token, gemv::kStore, {5003}, true}, seed++);
+    // Rows longer than a stage (column slices), and two rows per stage.
+    run_kernels({16384, 1, gemv::kStore, {300}, true}, seed++);
+    run_kernels({4096, 1, gemv::kStore, {2000}, false}, seed++);
 }
 
 TEST(CudaGemv, AccumulateMatchesHostMath) {
@@ -291,7 +319,7 @@ TEST(CudaGemv, AccumulateMatchesHostMath) {
     uint32_t seed = std::random_device{}();
     std::printf("seed %u\n", seed);
     for (int n_token : {1, 3, 8, 17, 33}) {
-        for (int n_in : {8192, 1000, 2050}) run_case({n_in, n_token, gemv::kAccumulate, {517}, true}, seed++);
+        for (int n_in : {8192, 1000, 2050}) run_kernels({n_in, n_token, gemv::kAccumulate, {517}, true}, seed++);
     }
 }
 
@@ -300,8 +328,9 @@ TEST(CudaGemv, SiluMulMatchesHostMath) {
     uint32_t seed = std::random_device{}();
     std::printf("seed %u\n", seed);
     for (int n_token : {1, 2, 5, 8, 17}) {
-        for (int n_in : {2048, 1000, 2050}) run_case({n_in, n_token, gemv::kSiluMul, {333}, n_token != 2}, seed++);
+        for (int n_in : {2048, 1000, 2050}) run_kernels({n_in, n_token, gemv::kSiluMul, {333}, n_token != 2}, seed++);
     }
+    run_kernels({8192, 1, gemv::kSiluMul, {700}, true}, seed++);  // gate and up rows sliced across stages
 }
 
 TEST(CudaGemv, ThreeSegmentsMatchHostMath) {
@@ -309,8 +338,8 @@ TEST(CudaGemv, ThreeSegmentsMatchHostMath) {
     uint32_t seed = std::random_device{}();
     std::printf("seed %u\n", seed);
     for (int n_token : {1, 4, 9}) {
-        run_case({2048, n_token, gemv::kStore, {2048, 512, 512}, false}, seed++);
-        run_case({1000, n_token, gemv::kStore, {61, 1, 130}, true}, seed++);
+        run_kernels({2048, n_token, gemv::kStore, {2048, 512, 512}, false}, seed++);
+        run_kernels({1000, n_token, gemv::kStore, {61, 1, 130}, true}, seed++);
     }
 }
 
@@ -323,26 +352,26 @@ TEST(CudaGemv, FoldedNormMatchesHostMath) {
             Case in{n_in, n_token, gemv::kStore, {1003}, n_token % 2 == 1};
             in.norm_in = true;
             in.rows = n_in == 2048 && n_token <= 8;
-            run_case(in, seed++);
+            run_kernels(in, seed++);
         }
         Case out{2048, n_token, gemv::kAccumulate, {2048}, true};
         out.norm_out = true;
-        run_case(out, seed++);
+        run_kernels(out, seed++);
         Case odd{1000, n_token, gemv::kAccumulate, {517}, n_token % 2 == 0};
         odd.norm_out = true;
-        run_case(odd, seed++);
+        run_kernels(odd, seed++);
     }
     for (int n_token : {1, 5, 8}) {
         Case qkv{2048, n_token, gemv::kStore, {2048, 512, 512}, false};
         qkv.norm_in = true;
-        run_case(qkv, seed++);
+        run_kernels(qkv, seed++);
         Case swiglu{2048, n_token, gemv::kSiluMul, {333}, true};
         swiglu.norm_in = true;
-        run_case(swiglu, seed++);
+        run_kernels(swiglu, seed++);
         Case head{2048, n_token, gemv::kStore, {77}, false, true};
         head.norm_in = true;
         head.rows = true;
-        run_case(head, seed++);
+        run_kernels(head, seed++);
     }
 }
 
@@ -355,14 +384,14 @@ TEST(CudaGemv, L2PrefetchRangesLeaveResultsUnchanged) {
             Case c{epilogue == gemv::kAccumulate ? 8192 : 2048, n_token, epilogue, {epilogue == gemv::kStore ? 1003 : 517}, true};
             c.prefetch = true;
             c.norm_in = epilogue != gemv::kAccumulate;
-            run_case(c, seed++);
+            run_kernels(c, seed++);
         }
         Case qkv{2056, n_token, gemv::kStore, {2048, 512, 520}, false};
         qkv.prefetch = true;
-        run_case(qkv, seed++);
+        run_kernels(qkv, seed++);
         Case odd{1000, n_token, gemv::kStore, {77}, true, true};  // element path: no per-iteration prefetch
         odd.prefetch = true;
-        run_case(odd, seed++);
+        run_kernels(odd, seed++);
     }
 }
 
@@ -441,7 +470,7 @@ TEST(CudaGemv, UnalignedOperandsTakeTheElementPath) {
     std::printf("seed %u\n", seed);
     for (int epilogue : {gemv::kStore, gemv::kAccumulate, gemv::kSiluMul}) {
         Case c{2048, 3, epilogue, {77}, true, true};
-        run_case(c, seed++);
+        run_kernels(c, seed++);
     }
 }
 

@@ -284,6 +284,32 @@ struct WarpPartials {
     }
 };
 
+// One output element (token `token` of the step, row `row` of `seg`) of a 16-row tile, sum[m] its
+// finished dot products (scaled by 1/rms where the norm is folded): the epilogue the gemv and staged
+// kernels share. All 32 lanes of a warp call it together, 16 consecutive lanes per (token, tile):
+// with norm_out those 16 sum the tile's x^2 by shuffles, and `lead` (the first of them, for a token
+// of the step) writes it. `active`: the element exists and belongs to the caller.
+template <int EPI, int M>
+__device__ inline void store_element(const Params &p, const Segment &seg, int token, int row, int tile, bool active, bool lead, const float (&sum)[M]) {
+    const int64_t at = int64_t(token) * seg.n_out + row;
+    const float value = active ? sum[0] + load_bias(seg.bias_dtype, seg.bias, row) : 0.0f;
+    if constexpr (EPI == kStore) {
+        if (active) static_cast<float *>(seg.y)[at] = value;
+    } else if constexpr (EPI == kAccumulate) {
+        const float x_new = active ? static_cast<float *>(seg.y)[at] + value : 0.0f;
+        if (active) static_cast<float *>(seg.y)[at] = x_new;
+        if (p.norm_out.h) {  // the next norm's operand, and the tile's x^2 of the token (16 consecutive lanes)
+            if (active) p.norm_out.h[at] = __float2bfloat16_rn(x_new * load_bias(p.norm_out.w_dtype, p.norm_out.w, row));
+            float square = x_new * x_new;
+            for (int offset = kTileRows / 2; offset > 0; offset /= 2) square += __shfl_xor_sync(0xffffffffu, square, offset);
+            if (lead) p.norm_out.sum_sq[int64_t(token) * ((seg.n_out + kTileRows - 1) / kTileRows) + tile] = square;
+        }
+    } else if (active) {
+        const float up = sum[M - 1] + load_bias(seg.bias2_dtype, seg.bias2, row);
+        static_cast<__nv_bfloat16 *>(seg.y)[at] = __float2bfloat16_rn(value / (1.0f + __expf(-value)) * up);
+    }
+}
+
 // Grid (cluster, 16-row tiles of all segments, ceil(n_token / (8 NB))), launched as clusters of
 // gridDim.x blocks: the cluster's blocks and their kWarps warps split the inputs of one tile, each
 // warp in steps of 32. Lane (g = lane / 4, q = lane % 4) loads the 16 bytes at inputs
@@ -449,25 +475,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const Params p) {
                 for (unsigned rank = 1; rank < gridDim.x; ++rank) sum[m] += cluster.map_shared_rank(&partials.block_sum[m][0], rank)[e];
                 if constexpr (NORM) sum[m] *= inv_rms_s[t];
             }
-            const int64_t at = int64_t(t0 + t) * seg.n_out + row;
-            const float value = active ? sum[0] + load_bias(seg.bias_dtype, seg.bias, row) : 0.0f;
-            if constexpr (EPI == kStore) {
-                if (active) static_cast<float *>(seg.y)[at] = value;
-            } else if constexpr (EPI == kAccumulate) {
-                const float x_new = active ? static_cast<float *>(seg.y)[at] + value : 0.0f;
-                if (active) static_cast<float *>(seg.y)[at] = x_new;
-                if (p.norm_out.h) {  // the next norm's operand, and the tile's x^2 of token t (16 consecutive threads)
-                    if (active) p.norm_out.h[at] = __float2bfloat16_rn(x_new * load_bias(p.norm_out.w_dtype, p.norm_out.w, row));
-                    float square = x_new * x_new;
-                    for (int offset = kTileRows / 2; offset > 0; offset /= 2) square += __shfl_xor_sync(0xffffffffu, square, offset);
-                    if (e % kTileRows == 0 && t < n_t) {
-                        p.norm_out.sum_sq[int64_t(t0 + t) * ((seg.n_out + kTileRows - 1) / kTileRows) + row0 / kTileRows] = square;
-                    }
-                }
-            } else if (active) {
-                const float up = sum[M - 1] + load_bias(seg.bias2_dtype, seg.bias2, row);
-                static_cast<__nv_bfloat16 *>(seg.y)[at] = __float2bfloat16_rn(value / (1.0f + __expf(-value)) * up);
-            }
+            store_element<EPI, M>(p, seg, t0 + t, row, row0 / kTileRows, active, e % kTileRows == 0 && t < n_t, sum);
         }
     }
     cluster.sync();  // keep every block's shared memory alive until the first block has read it
@@ -496,9 +504,9 @@ void launch_tokens(const Params &p, dim3 grid, bool vec, cudaStream_t stream) {
 }
 
 // Fills the segments' first_block, picks the token tiles per pass, the cluster size and the load
-// path, and launches on `stream`. EPI is the same for every segment.
+// path, and launches gemv_kernel on `stream`. EPI is the same for every segment.
 template <int EPI>
-void launch(Params p, cudaStream_t stream) {
+void launch_cluster(Params p, cudaStream_t stream) {
     if (p.n_token <= 0 || p.n_segment <= 0) return;
     int tiles = 0;
     bool vec = p.n_in % 8 == 0 && aligned16(p.x);
@@ -522,6 +530,20 @@ void launch(Params p, cudaStream_t stream) {
         if (p.n_token >= kPipelineMinTokens) return go(std::true_type{});
     }
     go(std::false_type{});
+}
+
+}  // namespace hp_cuda_gemv
+
+#include "gemv_staged.cuh"
+
+namespace hp_cuda_gemv {
+
+// The decode GEMV on `stream`: with knob gemv_staged, the staged kernel (gemv_staged.cuh) for the
+// one-token launches whose shapes it takes, else the clustered gemv_kernel.
+template <int EPI>
+void launch(const Params &p, cudaStream_t stream) {
+    if (HP_CUDA_GEMV_STAGED && staged_fits(p, EPI)) return launch_staged<EPI>(p, stream);
+    launch_cluster<EPI>(p, stream);
 }
 
 }  // namespace hp_cuda_gemv

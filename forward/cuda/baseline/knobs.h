@@ -122,6 +122,18 @@
 #ifndef HP_CUDA_GEMV_EVICT_FIRST
 #define HP_CUDA_GEMV_EVICT_FIRST 0
 #endif
+#ifndef HP_CUDA_GEMV_STAGED
+#define HP_CUDA_GEMV_STAGED 0
+#endif
+#ifndef HP_CUDA_GEMV_STAGED_STAGE_KB
+#define HP_CUDA_GEMV_STAGED_STAGE_KB 16
+#endif
+#ifndef HP_CUDA_GEMV_STAGED_BLOCKS_PER_SM
+#define HP_CUDA_GEMV_STAGED_BLOCKS_PER_SM 1
+#endif
+#ifndef HP_CUDA_GEMV_STAGED_STAGES
+#define HP_CUDA_GEMV_STAGED_STAGES 6
+#endif
 #ifndef HP_CUDA_WORKSPACE_TOKENS
 #define HP_CUDA_WORKSPACE_TOKENS 256
 #endif
@@ -181,6 +193,14 @@ static_assert(HP_CUDA_GEMV_MAX_CLUSTER == 1 || HP_CUDA_GEMV_MAX_CLUSTER == 2 || 
 static_assert(HP_CUDA_GEMV_TARGET_WARPS >= 1, "gemv_target_warps: positive");
 static_assert(HP_CUDA_GEMV_FUSE == 0 || HP_CUDA_GEMV_FUSE == 1, "gemv_fuse: 0 or 1");
 static_assert(HP_CUDA_GEMV_NORM == 0 || HP_CUDA_GEMV_NORM == 1, "gemv_norm: 0 or 1");
+static_assert(HP_CUDA_GEMV_STAGED == 0 || HP_CUDA_GEMV_STAGED == 1, "gemv_staged: 0 or 1");
+static_assert(HP_CUDA_GEMV_STAGED_STAGE_KB == 8 || HP_CUDA_GEMV_STAGED_STAGE_KB == 16 || HP_CUDA_GEMV_STAGED_STAGE_KB == 32,
+              "gemv_staged_stage_kb: 8, 16 or 32");
+static_assert(HP_CUDA_GEMV_STAGED_BLOCKS_PER_SM == 1 || HP_CUDA_GEMV_STAGED_BLOCKS_PER_SM == 2 || HP_CUDA_GEMV_STAGED_BLOCKS_PER_SM == 4,
+              "gemv_staged_blocks_per_sm: 1, 2 or 4");
+static_assert(HP_CUDA_GEMV_STAGED_STAGES >= 2 &&
+                  HP_CUDA_GEMV_STAGED_BLOCKS_PER_SM * (HP_CUDA_GEMV_STAGED_STAGES * HP_CUDA_GEMV_STAGED_STAGE_KB + 16) <= 224,
+              "gemv_staged_stages: 2 or more, at most ~200 KB of shared memory");
 static_assert(HP_CUDA_PDL == 0 || HP_CUDA_PDL == 1, "pdl: 0 or 1");
 static_assert(HP_CUDA_L2_PREFETCH_MB >= 0 && HP_CUDA_L2_PREFETCH_IDLE_MB >= 0, "l2_prefetch_mb, l2_prefetch_idle_mb: 0 or more");
 static_assert(HP_CUDA_L2_PREFETCH_BULK == 0 || HP_CUDA_L2_PREFETCH_BULK == 1, "l2_prefetch_bulk: 0 or 1");
