@@ -538,11 +538,12 @@ void launch_cluster(Params p, cudaStream_t stream) {
 
 namespace hp_cuda_gemv {
 
-// The decode GEMV on `stream`: with knob gemv_staged, the staged kernel (gemv_staged.cuh) for the
-// one-token launches whose shapes it takes, else the clustered gemv_kernel.
+// The decode GEMV on `stream`: the staged kernel (gemv_staged.cuh) for the one-token launches whose
+// shapes it takes and whose epilogue's bit is set in knob gemv_staged (bit EPI: 1 store, 2 residual
+// accumulate, 4 SwiGLU), else the clustered gemv_kernel.
 template <int EPI>
 void launch(const Params &p, cudaStream_t stream) {
-    if (HP_CUDA_GEMV_STAGED && staged_fits(p, EPI)) return launch_staged<EPI>(p, stream);
+    if ((HP_CUDA_GEMV_STAGED >> EPI & 1) && staged_fits(p, EPI)) return launch_staged<EPI>(p, stream);
     launch_cluster<EPI>(p, stream);
 }
 

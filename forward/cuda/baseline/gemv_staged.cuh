@@ -7,28 +7,32 @@
 // and a step has ~65 of them. The clustered kernel's blocks hold their weights in registers, so a
 // launch issues loads only once the previous kernel's blocks have left the SMs.
 //
-// How: one block per SM (grid = SMs, or fewer for small matrices) owns a contiguous range of output
-// rows, so its weights are one contiguous range per matrix (whole rows: no reduction across blocks).
-// It streams them in order through a ring of kStages shared-memory stages of kStagedWeightBytes,
-// copied by all its threads with cp.async (16 bytes each, no registers held, one commit group per
-// stage). Before griddepcontrol.wait it issues every stage: ~100 KB per SM (13 MB over the GPU, all
-// of q/k/v or o_proj at d_model 2048) are on chip or in flight when the previous kernel finishes,
-// and the small footprint lets the next launch's blocks sit beside this one's and do the same.
-// After the wait the token's activations go to shared memory, and each item (stage): every thread
-// waits for its own copies (cp.async.wait_group), the block syncs, the stage consumed last is
-// refilled kStages - 1 items ahead, and the warps take the item's 256-element pieces (see
-// gemv_staged_kernel). Deterministic: fixed ranges, fixed order, no atomics.
+// How: gemv_staged_blocks_per_sm blocks per SM (fewer for small matrices), each owning a contiguous
+// range of output rows, so its weights are one contiguous range per matrix (whole rows: no reduction
+// across blocks). A block streams them in order through a ring of kStages shared-memory stages of
+// kStagedWeightBytes, one bulk asynchronous copy (cp.async.bulk, the TMA engine) per matrix and
+// stage, an mbarrier per stage. Before griddepcontrol.wait it issues every stage: ~100 KB per SM
+// (13 MB over the GPU, all of q/k/v or o_proj at d_model 2048) are on chip or in flight when the
+// previous kernel finishes, and the small footprint lets the next launch's blocks sit beside this
+// one's and do the same. After the wait the token's activations go to shared memory; per item each
+// warp takes one contiguous range of the stage (within one row), and after a block-wide sync the
+// stage is refilled kStages items ahead (see gemv_staged_kernel). Deterministic: fixed ranges,
+// fixed order, no atomics.
 //
-// Measured (H200, batch-1 step ms; the clustered kernel: llama-3.2-1b 1.024, qwen3-30b-a3b 3.615):
-// slower in every form tried, hence knob gemv_staged 0 by default. Stages of a 16-row tile's K-chunk
-// (16 slices of 0.5-2 KB) with tensor-core products: bulk copies (cp.async.bulk, one per slice)
-// 1.97, cp.async 1.74, more or larger stages 1.43-1.65. This form (contiguous items, CUDA cores):
-// 1 block per SM x 6 stages of 16 KB 2.52, 2 x 5 x 16 KB 1.67 (qwen3 4.71), 4 x 4 x 8 KB 2.11 (5.17).
-// Timed alone, every staged GEMV kind ran at ~1.3-1.6 TB/s, ~7 bytes per clock per SM, whether the
-// SM held 48 or 128 KB in flight and in 1, 2 or 4 blocks: the limit is in the staging path, not
-// in the bytes in flight or the DRAM pattern. Kept as a knob (and tested against the same host
-// math as gemv_kernel) for other GPUs and as the starting point of a TMA-tensor or warp-specialised
-// version.
+// Measured (H200, batch-1 step ms; the clustered kernel: llama-3.2-1b 1.02-1.03, qwen3-30b-a3b 3.62),
+// hence knob gemv_staged 0 by default. This form, every one-token GEMV staged: 1 block per SM x 6
+// stages of 16 KB 1.208 (qwen3 4.52), 4 stages 1.213, 2 blocks x 5 stages 1.039 (3.78); store and
+// accumulate only 1.326, accumulate only 1.287, store only 1.41. Timed alone (each kind relaunched
+// as a graph), the staged kinds match the clustered ones (o_proj + down 0.321 against 0.326 ms a
+// step, gate/up 0.388 against 0.380, q/k/v + lm_head 0.274 against 0.271), but a step of them
+// overlaps less: the clustered step takes 0.12 ms less than its kinds alone, the staged one 0.05
+// more; mixing the two kernels is worse than either. Earlier forms were slower: a 16-row tile's
+// K-chunks as stages (slices of 0.5-2 KB, tensor cores) 1.43-1.97; contiguous items with strided
+// 256-element pieces per warp, a lane reduction per piece and cp.async per thread 1.67-2.52. The
+// copy paths themselves are not the limit: bench/gpu/stream_probe.cu streams 1 GiB at 4.20 TB/s by
+// bulk copies and 3.98 by cp.async with one block per SM. Kept as a knob (and tested against the
+// same host math as gemv_kernel) for other GPUs and as the base of a persistent or
+// warp-specialised version.
 //
 // Rows per block: the segments' rows are concatenated and cut into grid-many equal ranges, in units
 // of one row, or of 16-row tiles when the epilogue writes the folded norm's per-tile sums of x^2
@@ -59,25 +63,42 @@ __device__ inline float dot8_bf16(uint4 w, uint4 x) {
     return sum;
 }
 
-// Asynchronous 16-byte global -> shared copies (cp.async, L1 bypassed) in per-thread commit groups.
-__device__ inline void copy_async_16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(src) : "memory");
+// mbarrier and bulk-copy primitives (sm_90).
+__device__ inline uint32_t shared_address(const void *ptr) { return static_cast<uint32_t>(__cvta_generic_to_shared(ptr)); }
+__device__ inline void mbarrier_init(uint64_t *bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count) : "memory");
 }
-__device__ inline void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ inline void copy_async_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+__device__ inline void mbarrier_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes) : "memory");
+}
+__device__ inline void mbarrier_wait(uint64_t *bar, uint32_t parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT;\n"
+        "}\n" ::"r"(shared_address(bar)),
+        "r"(parity)
+        : "memory");
+}
+// One bulk asynchronous copy (the TMA engine) of `bytes` (a multiple of 16, both ends 16-byte
+// aligned) from global to shared memory; its bytes count towards `bar`'s current phase.
+__device__ inline void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(shared_address(dst)), "l"(src),
+                 "r"(bytes), "r"(shared_address(bar))
+                 : "memory");
 }
 
 // A block's walk over its rows in items (stages): within a 16-row tile (which never crosses a segment
-// or the block's range), whole rows while a row fits in a stage (kItem / n_in rows), else column
-// slices of kItem. Every item is contiguous in each matrix.
+// or the block's range), whole rows while a row fits in a stage (ITEM / n_in rows), else column
+// slices of ITEM. Every item is contiguous in each matrix. n_in and ITEM are powers of two.
 template <int ITEM>
 struct StagedCursor {
     int row;         // first row of the item, in the concatenated rows of the segments
     int col;         // first column
     int block_end;   // end of the block's rows
-    int n_in;
+    int log_in;      // log2(n_in)
     int seg = 0;     // the item's segment
     int tile = -1;   // its tile: index in the block, first row, end
     int tile_row = 0, tile_end = 0;
@@ -90,31 +111,35 @@ struct StagedCursor {
     }
     __device__ int slot(int r) const { return tile % 2 * kTileRows + r - tile_row; }  // row r's partials in the ring of two tiles
     __device__ bool done() const { return row >= block_end; }
-    __device__ int rows() const { return n_in >= ITEM ? 1 : min(ITEM / n_in, tile_end - row); }
-    __device__ int cols() const { return min(n_in, ITEM); }
-    __device__ bool ends_tile() const { return row + rows() == tile_end && col + cols() == n_in; }
+    __device__ int n_in() const { return 1 << log_in; }
+    __device__ int rows() const { return n_in() >= ITEM ? 1 : min(ITEM >> log_in, tile_end - row); }
+    __device__ int cols() const { return min(n_in(), ITEM); }
+    __device__ bool ends_tile() const { return row + rows() == tile_end && col + cols() == n_in(); }
     __device__ void next(const Params &p, const int (&seg_begin)[kMaxSegments + 1]) {
-        if ((col += cols()) < n_in) return;
+        if ((col += cols()) < n_in()) return;
         col = 0;
         const bool new_tile = (row += rows()) == tile_end;
         if (new_tile && !done()) start_tile(p, seg_begin);
     }
 };
 
-// The batch-1 kernel (one token). Warp w owns columns [256 w + 2048 j, + 256) of every row (n_in is a
-// power of two, at least 2048), one 16-byte piece per lane: it adds its products of a row in a
-// register across its pieces (and items), sums the row over its lanes when it reaches the row's last
-// piece, and writes that partial to a ring of two tiles of per-warp partials; after the item that
-// ends a tile and a block-wide sync, warp 0 adds the tile's partials in warp order and runs the
-// shared epilogue while the other warps go on.
+// The one-token kernel. Each item is split into kStagedWarps ranges of ITEM / kStagedWarps elements,
+// warp w taking range w: it lies within one row (n_in >= 2048 > the range), so the warp's dot product
+// over it is one register per lane, summed over the lanes once, and written as partial
+// [row's slot][m][range index within the row]. After the block syncs at the end of an item that
+// ends a tile, warp 0 adds the tile's partials in range order and runs the shared epilogue while the
+// other warps go on (the next tile's partials go to the other half of the ring).
 template <int EPI, bool NORM>
 __global__ void __launch_bounds__(kStagedWarps * 32, kStagedBlocksPerSm) gemv_staged_kernel(const Params p, int unit_rows) {
     constexpr int M = EPI == kSiluMul ? 2 : 1, ITEM = staged_item(M), SB = M * ITEM * 2;
+    constexpr int RANGE = ITEM / kStagedWarps, kMaxRanges = 16384 / RANGE;
+    static_assert(RANGE % 256 == 0 && RANGE <= 2048, "a warp's range: whole 256-element pieces within one row");
     extern __shared__ __align__(128) unsigned char stage_memory[];  // kStages stages, then x as bf16 [n_in]
-    __shared__ float partial[2 * kTileRows][M][kStagedWarps];
+    __shared__ float partial[2 * kTileRows][M][kMaxRanges];
+    __shared__ __align__(8) uint64_t full[kStages];
     __shared__ float inv_rms_s;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int n_in = p.n_in;
+    const int n_in = p.n_in, log_in = 31 - __clz(n_in);
     const __nv_bfloat16 *x_s = reinterpret_cast<const __nv_bfloat16 *>(stage_memory + kStages * SB);
 
     int seg_begin[kMaxSegments + 1];
@@ -124,35 +149,34 @@ __global__ void __launch_bounds__(kStagedWarps * 32, kStagedBlocksPerSm) gemv_st
     const int n_unit = (seg_begin[p.n_segment] + unit_rows - 1) / unit_rows;
     const int block_begin = int(int64_t(n_unit) * blockIdx.x / gridDim.x) * unit_rows;
     const int block_end = min(int(int64_t(n_unit) * (blockIdx.x + 1) / gridDim.x) * unit_rows, seg_begin[p.n_segment]);
-    StagedCursor<ITEM> consumer{block_begin, 0, block_end, n_in};
+    StagedCursor<ITEM> consumer{block_begin, 0, block_end, log_in};
     consumer.start_tile(p, seg_begin);
     StagedCursor<ITEM> producer = consumer;
 
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) mbarrier_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
     launch_dependents();
     if (kL2Prefetch) prefetch_l2(p.prefetch, blockIdx.x, gridDim.x);
 
-    // All threads copy the producer's item into `stage` (16 bytes each in turn: each matrix's item is
-    // contiguous) and commit one group, empty past the block's last item, so that group counts stay
-    // in step with items.
+    // Thread 0: the producer's item into `stage`, one bulk copy per matrix.
     auto produce = [&](int stage) {
-        if (!producer.done()) {
-            const Segment &seg = p.segment[producer.seg];
-            const int64_t at = int64_t(producer.row - seg_begin[producer.seg]) * n_in + producer.col;
-            const int n_copy = producer.rows() * producer.cols() / 8;
+        if (producer.done()) return;
+        const Segment &seg = p.segment[producer.seg];
+        const int64_t at = (int64_t(producer.row - seg_begin[producer.seg]) << log_in) + producer.col;
+        const uint32_t bytes = uint32_t(producer.rows() * producer.cols() * 2);
+        mbarrier_arrive_expect_tx(&full[stage], M * bytes);
 #pragma unroll
-            for (int m = 0; m < M; ++m) {
-                const __nv_bfloat16 *w = (m == 0 ? seg.w : seg.w2) + at;
-                unsigned char *dst = stage_memory + stage * SB + m * ITEM * 2;
-                for (int i = threadIdx.x; i < n_copy; i += kStagedWarps * 32) copy_async_16(dst + i * 16, w + i * 8);
-            }
-            producer.next(p, seg_begin);
-        }
-        copy_async_commit();
+        for (int m = 0; m < M; ++m) bulk_copy(stage_memory + stage * SB + m * ITEM * 2, (m == 0 ? seg.w : seg.w2) + at, bytes, &full[stage]);
+        producer.next(p, seg_begin);
     };
 
     // Before the previous kernel is done: the weights of the first kStages items.
-#pragma unroll 1
-    for (int s = 0; s < kStages; ++s) produce(s);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) produce(s);
+    }
     wait_for_previous_grid();
     {  // the token's activations (the previous kernel's output) into shared memory
         const uint4 *x = reinterpret_cast<const uint4 *>(p.x + (p.x_rows ? int64_t(p.x_rows[0]) * n_in : 0));
@@ -167,60 +191,48 @@ __global__ void __launch_bounds__(kStagedWarps * 32, kStagedBlocksPerSm) gemv_st
             if (lane == 0) inv_rms_s = rsqrtf(total / float(n_in) + p.norm_eps);
         }
     }
+    __syncthreads();
 
-    // The tile whose partials are complete after the next sync (done.tile < 0: none).
-    StagedCursor<ITEM> done = consumer;
-    done.tile = -1;
-    auto finish_tile = [&] {
-        if (warp != 0 || done.tile < 0) return;
-        const Segment &seg = p.segment[done.seg];
-        const int row0 = done.tile_row - seg_begin[done.seg], r = lane % kTileRows, row = row0 + r;
-        const int slot = done.slot(done.tile_row + r);
-        float sum[M];
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-            sum[m] = 0.0f;
-#pragma unroll
-            for (int w = 0; w < kStagedWarps; ++w) sum[m] += partial[slot][m][w];
-            if constexpr (NORM) sum[m] *= inv_rms_s;
-        }
-        const bool token = lane < kTileRows;  // lanes 16..31 stand for a second token, absent
-        store_element<EPI, M>(p, seg, 0, row, row0 / kTileRows, token && row < done.tile_end - seg_begin[done.seg], token && r == 0, sum);
-    };
-
-    float acc[M] = {};
     for (int item = 0; !consumer.done(); ++item) {
-        copy_async_wait<kStages - 2>();  // groups issued after this item's: the kStages - 2 refills since
-        __syncthreads();                 // every thread's copies have landed; the previous stage and tile are free
-        finish_tile();
-        done.tile = -1;
-        if (item > 0) produce((item - 1) % kStages);
-        const unsigned char *w_stage = stage_memory + item % kStages * SB;
-        const int cols = consumer.cols(), n_piece = consumer.rows() * cols / 256;
-        for (int piece = warp; piece < n_piece; piece += kStagedWarps) {
-            const int r = piece * 256 / cols, col = consumer.col + piece * 256 % cols + lane * 8;
-            const uint4 xv = *reinterpret_cast<const uint4 *>(x_s + col);
+        const int stage = item % kStages;
+        mbarrier_wait(&full[stage], uint32_t(item / kStages) & 1u);
+        const int e0 = warp * RANGE, log_cols = min(log_in, 31 - __clz(ITEM));
+        if (e0 < consumer.rows() * consumer.cols()) {
+            const int r = consumer.row + (e0 >> log_cols), col = consumer.col + (e0 & ((1 << log_cols) - 1));
+            const unsigned char *w_stage = stage_memory + stage * SB + e0 * 2 + lane * 16;
+            const __nv_bfloat16 *x = x_s + col + lane * 8;
+            float dot[M] = {};
+#pragma unroll
+            for (int piece = 0; piece < RANGE / 256; ++piece) {
+                const uint4 xv = *reinterpret_cast<const uint4 *>(x + piece * 256);
+#pragma unroll
+                for (int m = 0; m < M; ++m) dot[m] += dot8_bf16(*reinterpret_cast<const uint4 *>(w_stage + m * ITEM * 2 + piece * 512), xv);
+            }
 #pragma unroll
             for (int m = 0; m < M; ++m) {
-                const uint4 wv = *reinterpret_cast<const uint4 *>(w_stage + m * ITEM * 2 + piece * 512 + lane * 16);
-                acc[m] += dot8_bf16(wv, xv);
-            }
-            if (col - lane * 8 + 2048 >= n_in) {  // the warp's last piece of this row
-#pragma unroll
-                for (int m = 0; m < M; ++m) {
-                    float total = acc[m];
-                    for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
-                    if (lane == 0) partial[consumer.slot(consumer.row + r)][m][warp] = total;
-                    acc[m] = 0.0f;
-                }
+                for (int offset = 16; offset > 0; offset /= 2) dot[m] += __shfl_xor_sync(0xffffffffu, dot[m], offset);
+                if (lane == 0) partial[consumer.slot(r)][m][col / RANGE] = dot[m];
             }
         }
-        if (consumer.ends_tile()) done = consumer;
+        const bool ends_tile = consumer.ends_tile();
+        const StagedCursor<ITEM> tile = consumer;
         consumer.next(p, seg_begin);
+        __syncthreads();  // the stage is consumed and the item's partials are written
+        if (threadIdx.x == 0) produce(stage);
+        if (ends_tile && warp == 0) {  // the tile's outputs: partials in range order, then the epilogue
+            const Segment &seg = p.segment[tile.seg];
+            const int r = lane % kTileRows, row0 = tile.tile_row - seg_begin[tile.seg], row = row0 + r;
+            float sum[M];
+#pragma unroll
+            for (int m = 0; m < M; ++m) {
+                sum[m] = 0.0f;
+                for (int j = 0; j < (n_in + RANGE - 1) / RANGE; ++j) sum[m] += partial[tile.slot(tile.tile_row + r)][m][j];
+                if constexpr (NORM) sum[m] *= inv_rms_s;
+            }
+            const bool token = lane < kTileRows;  // lanes 16..31 stand for a second token, absent
+            store_element<EPI, M>(p, seg, 0, row, row0 / kTileRows, token && row < tile.tile_end - seg_begin[tile.seg], token && r == 0, sum);
+        }
     }
-    copy_async_wait<0>();
-    __syncthreads();
-    finish_tile();
 }
 
 // SMs of the current device (asked once per process and device).
@@ -255,7 +267,7 @@ void launch_staged(const Params &p, cudaStream_t stream) {
     const int grid = std::min(n_unit, kStagedBlocksPerSm * staged_sm_count());
     if (grid <= 0) return;
     void (*kernel)(Params, int) = p.x_sum_sq ? gemv_staged_kernel<EPI, true> : gemv_staged_kernel<EPI, false>;
-    const size_t shared = size_t(kStages) * size_t(kStagedWeightBytes) + size_t(p.n_in) * 2;
+    const size_t shared = size_t(kStages) * size_t(kStagedWeightBytes) + size_t(p.n_in) * 2;  // the ring, then x
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kStages * kStagedWeightBytes + 32768));
     launch_pdl(kernel, dim3(unsigned(grid)), dim3(kStagedWarps * 32), shared, stream, p, unit_rows);
 }

@@ -193,7 +193,7 @@ static_assert(HP_CUDA_GEMV_MAX_CLUSTER == 1 || HP_CUDA_GEMV_MAX_CLUSTER == 2 || 
 static_assert(HP_CUDA_GEMV_TARGET_WARPS >= 1, "gemv_target_warps: positive");
 static_assert(HP_CUDA_GEMV_FUSE == 0 || HP_CUDA_GEMV_FUSE == 1, "gemv_fuse: 0 or 1");
 static_assert(HP_CUDA_GEMV_NORM == 0 || HP_CUDA_GEMV_NORM == 1, "gemv_norm: 0 or 1");
-static_assert(HP_CUDA_GEMV_STAGED == 0 || HP_CUDA_GEMV_STAGED == 1, "gemv_staged: 0 or 1");
+static_assert(HP_CUDA_GEMV_STAGED >= 0 && HP_CUDA_GEMV_STAGED <= 7, "gemv_staged: a mask of epilogues, 0..7");
 static_assert(HP_CUDA_GEMV_STAGED_STAGE_KB == 8 || HP_CUDA_GEMV_STAGED_STAGE_KB == 16 || HP_CUDA_GEMV_STAGED_STAGE_KB == 32,
               "gemv_staged_stage_kb: 8, 16 or 32");
 static_assert(HP_CUDA_GEMV_STAGED_BLOCKS_PER_SM == 1 || HP_CUDA_GEMV_STAGED_BLOCKS_PER_SM == 2 || HP_CUDA_GEMV_STAGED_BLOCKS_PER_SM == 4,
