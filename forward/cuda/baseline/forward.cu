@@ -403,7 +403,9 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / sqrtf(float(c.d_head)), block_tokens,
                             (block_tokens & (block_tokens - 1)) == 0 ? __builtin_ctz(unsigned(block_tokens)) : -1, batch.max_blocks_per_seq, 1};
     // attn_fd_small_warps: small steps on the CUDA-core kernel run blocks of more warps (fewer splits).
-    const bool mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && batch.n_token >= HP_CUDA_ATTN_MMA_MIN_TOKENS;
+    // attn_mma_min_tokens_wide: GQA groups above 4 (8 query heads per KV row) reach the tensor cores sooner.
+    const int mma_min_tokens = group > 4 ? HP_CUDA_ATTN_MMA_MIN_TOKENS_WIDE : HP_CUDA_ATTN_MMA_MIN_TOKENS;
+    const bool mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && batch.n_token >= mma_min_tokens;
     const bool small = !mma && batch.n_token <= HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS;
     const int warps = small ? kFdSmallWarps : kFdWarps;
     p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)), warps);

@@ -23,6 +23,9 @@
 #ifndef HP_CUDA_ATTN_MMA_MIN_TOKENS
 #define HP_CUDA_ATTN_MMA_MIN_TOKENS 16
 #endif
+#ifndef HP_CUDA_ATTN_MMA_MIN_TOKENS_WIDE
+#define HP_CUDA_ATTN_MMA_MIN_TOKENS_WIDE 2
+#endif
 #ifndef HP_CUDA_ATTN_FD_WARPS
 #define HP_CUDA_ATTN_FD_WARPS 4
 #endif
@@ -166,6 +169,7 @@ static_assert(HP_CUDA_ATTN_SPLIT_TOKENS >= 1 && HP_CUDA_ATTN_MAX_SPLIT >= 1 && H
 static_assert(HP_CUDA_ATTN_KERNEL >= 0 && HP_CUDA_ATTN_KERNEL <= 2,
               "attn_kernel: 0 (split + reduce kernels), 1 (flash decoding) or 2 (flash decoding on tensor cores)");
 static_assert(HP_CUDA_ATTN_MMA_MIN_TOKENS >= 1, "attn_mma_min_tokens: positive");
+static_assert(HP_CUDA_ATTN_MMA_MIN_TOKENS_WIDE >= 1, "attn_mma_min_tokens_wide: positive");
 static_assert(HP_CUDA_ATTN_FD_WARPS >= 1 && HP_CUDA_ATTN_FD_WARPS <= 16, "attn_fd_warps: 1..16");
 static_assert(HP_CUDA_ATTN_FD_UNROLL >= 1 && HP_CUDA_ATTN_FD_UNROLL <= 8, "attn_fd_unroll: 1..8");
 static_assert(HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS >= 0, "attn_fd_prefetch_max_tokens: 0 (never) or more");
