@@ -122,23 +122,6 @@ template <int D> inline vf load_w(const storage_t<D> *p) {
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))), 16));
     else return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
 }
-// exp(x) for every lane: x = n ln2 + r with |r| <= ln2/2, a degree-6 polynomial for exp(r)
-// (Cephes' expf coefficients, relative error ~2 ulp), scaled by 2^n: exp(-inf) is 0 or the
-// smallest denormal, large inputs overflow to +inf, NaN stays NaN.
-inline vf vexp(vf x) {
-    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // NaN passes (the second operand is returned)
-    const vf n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    vf r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    vf p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
-}
 #elif defined(HP_ISA_AVX2)
 constexpr int kWidth = 8;
 using vf = __m256;
@@ -163,23 +146,6 @@ template <int D> inline vf load_w(const storage_t<D> *p) {
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))), 16));
     else return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
 }
-// As the AVX-512 vexp, with 2^n built in the exponent field: inputs are clamped to [-87.3, 88.4].
-inline vf vexp(vf x) {
-    x = _mm256_min_ps(_mm256_set1_ps(88.3762626647949f), x);  // NaN passes (the second operand is returned)
-    x = _mm256_max_ps(_mm256_set1_ps(-87.3365478515625f), x);
-    const vf n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    vf r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    vf p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
-}
 #else
 constexpr int kWidth = 1;
 using vf = float;
@@ -194,6 +160,41 @@ inline vf vdiv(vf a, vf b) { return a / b; }
 inline vf vfmadd(vf a, vf b, vf c) { return a * b + c; }
 inline float vsum(vf v) { return v; }
 template <int D> inline vf load_w(const storage_t<D> *p) { return load1<D>(p); }
+#endif
+
+// exp(x) for every lane. Vector ISAs: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts), a degree-6
+// polynomial for exp(r) (Cephes' expf coefficients, relative error ~2 ulp), scaled by 2^n; the
+// reduction and the polynomial are shared, the clamping and the scaling are per ISA.
+#if defined(HP_ISA_AVX512) || defined(HP_ISA_AVX2)
+inline vf exp_polynomial(vf x, vf n) {
+    vf r = vfmadd(n, vset1(-0.693359375f), x);
+    r = vfmadd(n, vset1(2.12194440e-4f), r);
+    vf p = vset1(1.9875691500e-4f);
+    p = vfmadd(p, r, vset1(1.3981999507e-3f));
+    p = vfmadd(p, r, vset1(8.3334519073e-3f));
+    p = vfmadd(p, r, vset1(4.1665795894e-2f));
+    p = vfmadd(p, r, vset1(1.6666665459e-1f));
+    p = vfmadd(p, r, vset1(5.0000001201e-1f));
+    return vfmadd(p, vmul(r, r), vadd(r, vset1(1.0f)));
+}
+#endif
+#if defined(HP_ISA_AVX512)
+// exp(-inf) is 0 or the smallest denormal, large inputs overflow to +inf, NaN stays NaN.
+inline vf vexp(vf x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // NaN passes (the second operand is returned)
+    const vf n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_scalef_ps(exp_polynomial(x, n), n);
+}
+#elif defined(HP_ISA_AVX2)
+// 2^n built in the exponent field: inputs are clamped to [-87.3, 88.4].
+inline vf vexp(vf x) {
+    x = _mm256_min_ps(_mm256_set1_ps(88.3762626647949f), x);  // NaN passes (the second operand is returned)
+    x = _mm256_max_ps(_mm256_set1_ps(-87.3365478515625f), x);
+    const vf n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(exp_polynomial(x, n), _mm256_castsi256_ps(scale));
+}
+#else
 inline vf vexp(vf x) { return std::exp(x); }
 #endif
 
