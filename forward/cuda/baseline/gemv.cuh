@@ -246,6 +246,40 @@ __device__ inline void mma_16816(float c[4], uint32_t a0, uint32_t a1, uint32_t 
 #endif
 }
 
+// Sum of the 8 products of a 16-byte chunk of bf16 weights and activations (widened exactly to
+// float32), added to acc in element order.
+__device__ inline float dot_chunk(float acc, uint4 w, uint4 x) {
+    const uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 wf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&wv[j]));
+        const float2 xf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&xv[j]));
+        acc = fmaf(wf.x, xf.x, acc);
+        acc = fmaf(wf.y, xf.y, acc);
+    }
+    return acc;
+}
+
+// 1/rms of one input row of a folded norm from its n partial sums of x^2 (warp-collective: every lane
+// gets it): lane-strided sums, then a butterfly, the order every kernel that folds the norm uses.
+__device__ inline float warp_inv_rms(const float *part, int n, int n_in, float eps) {
+    const int lane = threadIdx.x % 32;
+    float sum = 0.0f;
+    for (int i = lane; i < n; i += 32) sum += part[i];
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    return rsqrtf(sum / float(n_in) + eps);
+}
+
+// SMs of the current device (asked once per process and device).
+inline int device_sm_count() {
+    static int count[64] = {};
+    int device = 0;
+    cudaGetDevice(&device);
+    if (device < 0 || device >= 64) return 132;
+    if (!count[device]) cudaDeviceGetAttribute(&count[device], cudaDevAttrMultiProcessorCount, device);
+    return count[device] > 0 ? count[device] : 132;
+}
+
 // A block's partial sums of its 16-row tile, in shared memory: each warp's accumulators acc[m][nb]
 // (lane (g, q) holds the m16n8k16 C fragment of rows g, g + 8 and tokens 2q, 2q + 1 of 8-token
 // tile nb) are added in warp order into block_sum[m][e], e = token * kTileRows + row (rows fastest:

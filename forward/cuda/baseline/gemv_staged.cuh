@@ -51,18 +51,6 @@ constexpr int kStagedWeightBytes = HP_CUDA_GEMV_STAGED_STAGE_KB * 1024;  // weig
 // Elements of each matrix per item (stage): HP_CUDA_GEMV_STAGED_STAGE_KB of weights in all.
 __host__ __device__ constexpr int staged_item(int m) { return kStagedWeightBytes / (2 * m); }
 
-// Sum of the 8 products of two 16-byte runs of bf16 (widened exactly to float32), in a fixed order.
-__device__ inline float dot8_bf16(uint4 w, uint4 x) {
-    const uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        sum = fmaf(__uint_as_float(wv[j] << 16), __uint_as_float(xv[j] << 16), sum);
-        sum = fmaf(__uint_as_float(wv[j] & 0xffff0000u), __uint_as_float(xv[j] & 0xffff0000u), sum);
-    }
-    return sum;
-}
-
 // mbarrier and bulk-copy primitives (sm_90).
 __device__ inline uint32_t shared_address(const void *ptr) { return static_cast<uint32_t>(__cvta_generic_to_shared(ptr)); }
 __device__ inline void mbarrier_init(uint64_t *bar, uint32_t count) {
@@ -184,11 +172,8 @@ __global__ void __launch_bounds__(kStagedWarps * 32, kStagedBlocksPerSm) gemv_st
     }
     if constexpr (NORM) {
         if (warp == 0) {
-            const float *part = p.x_sum_sq + (p.x_rows ? int64_t(p.x_rows[0]) * p.n_sum_sq : 0);
-            float total = 0.0f;
-            for (int i = lane; i < p.n_sum_sq; i += 32) total += part[i];
-            for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
-            if (lane == 0) inv_rms_s = rsqrtf(total / float(n_in) + p.norm_eps);
+            const float inv_rms = warp_inv_rms(p.x_sum_sq + (p.x_rows ? int64_t(p.x_rows[0]) * p.n_sum_sq : 0), p.n_sum_sq, n_in, p.norm_eps);
+            if (lane == 0) inv_rms_s = inv_rms;
         }
     }
     __syncthreads();
@@ -206,7 +191,7 @@ __global__ void __launch_bounds__(kStagedWarps * 32, kStagedBlocksPerSm) gemv_st
             for (int piece = 0; piece < RANGE / 256; ++piece) {
                 const uint4 xv = *reinterpret_cast<const uint4 *>(x + piece * 256);
 #pragma unroll
-                for (int m = 0; m < M; ++m) dot[m] += dot8_bf16(*reinterpret_cast<const uint4 *>(w_stage + m * ITEM * 2 + piece * 512), xv);
+                for (int m = 0; m < M; ++m) dot[m] += dot_chunk(0.0f, *reinterpret_cast<const uint4 *>(w_stage + m * ITEM * 2 + piece * 512), xv);
             }
 #pragma unroll
             for (int m = 0; m < M; ++m) {
@@ -235,18 +220,8 @@ __global__ void __launch_bounds__(kStagedWarps * 32, kStagedBlocksPerSm) gemv_st
     }
 }
 
-// SMs of the current device (asked once per process and device).
-inline int staged_sm_count() {
-    static int count[64] = {};
-    int device = 0;
-    cudaGetDevice(&device);
-    if (device < 0 || device >= 64) return 132;
-    if (!count[device]) cudaDeviceGetAttribute(&count[device], cudaDevAttrMultiProcessorCount, device);
-    return count[device] > 0 ? count[device] : 132;
-}
-
-// Whether the staged kernel takes a launch: one token, n_in a power of two of at least 2048 (warps own
-// fixed columns of every row), x of at most 32 KB, 16-byte aligned operands.
+// Whether the staged kernel takes a launch: one token, n_in a power of two from 2048 to 16384 (a warp's
+// range of a stage lies within one row; x is at most 32 KB), 16-byte aligned operands.
 inline bool staged_fits(const Params &p, int epi) {
     const bool power_of_two = p.n_in >= 2048 && p.n_in <= 16384 && (p.n_in & (p.n_in - 1)) == 0;
     if (p.n_token != 1 || !power_of_two || !aligned16(p.x)) return false;
@@ -264,7 +239,7 @@ void launch_staged(const Params &p, cudaStream_t stream) {
     int rows = 0;
     for (int s = 0; s < p.n_segment; ++s) rows += p.segment[s].n_out;
     const int unit_rows = p.norm_out.h ? kTileRows : 1, n_unit = (rows + unit_rows - 1) / unit_rows;
-    const int grid = std::min(n_unit, kStagedBlocksPerSm * staged_sm_count());
+    const int grid = std::min(n_unit, kStagedBlocksPerSm * device_sm_count());
     if (grid <= 0) return;
     void (*kernel)(Params, int) = p.x_sum_sq ? gemv_staged_kernel<EPI, true> : gemv_staged_kernel<EPI, false>;
     const size_t shared = size_t(kStages) * size_t(kStagedWeightBytes) + size_t(p.n_in) * 2;  // the ring, then x

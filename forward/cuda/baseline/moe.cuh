@@ -303,19 +303,6 @@ struct SingleGateUpParams {
 constexpr int kSingleWarps = HP_CUDA_MOE_SINGLE_WARPS;
 constexpr int kSingleUnroll = HP_CUDA_MOE_SINGLE_UNROLL;
 
-// Sum of the 8 products of a chunk of bf16 weights and activations, added to acc in element order.
-__device__ inline float dot_chunk(float acc, uint4 w, uint4 x) {
-    const uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const float2 wf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&wv[j]));
-        const float2 xf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&xv[j]));
-        acc = fmaf(wf.x, xf.x, acc);
-        acc = fmaf(wf.y, xf.y, acc);
-    }
-    return acc;
-}
-
 template <int PER_LANE, bool VEC>
 __global__ void __launch_bounds__(kSingleWarps * 32) expert_gate_up_single_kernel(const SingleGateUpParams p) {
     __shared__ SingleRoute route_s;
@@ -324,11 +311,9 @@ __global__ void __launch_bounds__(kSingleWarps * 32) expert_gate_up_single_kerne
     hp_cuda_gemv::launch_dependents();
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if (warp == 0) route_single<PER_LANE>(p.logits, p.n_expert, p.k, p.norm_topk_prob, route_s);
-    if (warp == kSingleWarps - 1) {  // the same order as route_group_kernel
-        float sum = 0.0f;
-        for (int i = lane; p.x_sum_sq && i < p.n_sum_sq; i += 32) sum += p.x_sum_sq[i];
-        for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-        if (lane == 0) inv_rms_s = p.x_sum_sq ? rsqrtf(sum / float(p.n_in) + p.norm_eps) : 1.0f;
+    if (warp == kSingleWarps - 1) {
+        const float inv_rms = p.x_sum_sq ? hp_cuda_gemv::warp_inv_rms(p.x_sum_sq, p.n_sum_sq, p.n_in, p.norm_eps) : 1.0f;
+        if (lane == 0) inv_rms_s = inv_rms;
     }
     __syncthreads();
     if (blockIdx.x == 0 && blockIdx.y == 0) {
@@ -366,8 +351,8 @@ __global__ void __launch_bounds__(kSingleWarps * 32) expert_gate_up_single_kerne
             const int c = c0 + 32 * u;
             if (c >= n_chunk) break;
             const uint4 xv = hp_cuda_gemv::load_chunk<VEC, false>(p.x, c, n_in);
-            gate = dot_chunk(gate, wg[u], xv);
-            up = dot_chunk(up, wu[u], xv);
+            gate = hp_cuda_gemv::dot_chunk(gate, wg[u], xv);
+            up = hp_cuda_gemv::dot_chunk(up, wu[u], xv);
         }
     }
     for (int offset = 16; offset > 0; offset /= 2) {
@@ -388,11 +373,9 @@ inline int64_t wave_blocks(const void *kernel) {
     for (int i = 0; i < 32 && known[i]; ++i) {
         if (known[i] == kernel) return blocks[i];
     }
-    int device = 0, n_sm = 0, per_sm = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device);
+    int per_sm = 0;
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0);
-    const int64_t wave = int64_t(std::max(per_sm, 1)) * std::max(n_sm, 1);
+    const int64_t wave = int64_t(std::max(per_sm, 1)) * hp_cuda_gemv::device_sm_count();
     for (int i = 0; i < 32; ++i) {
         if (!known[i]) {
             known[i] = kernel;

@@ -131,12 +131,9 @@ __global__ void __launch_bounds__(kRouteThreads) route_group_kernel(const RouteP
             const float weight = pair < kPickCapacity ? weight_s[pair] : r.expert_weight[pair];
             r.expert_weight[pair] = p.norm_topk_prob ? weight / chosen_total : weight;
         }
-        if (p.x_sum_sq) {  // the same order as the decode GEMV's folded norm: lane-strided, then a butterfly
-            const float *part = p.x_sum_sq + int64_t(t) * p.n_sum_sq;
-            float sum = 0.0f;
-            for (int i = lane; i < p.n_sum_sq; i += 32) sum += part[i];
-            for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-            if (lane == 0) r.inv_rms[t] = rsqrtf(sum / float(p.d_model) + p.norm_eps);
+        if (p.x_sum_sq) {
+            const float inv_rms = hp_cuda_gemv::warp_inv_rms(p.x_sum_sq + int64_t(t) * p.n_sum_sq, p.n_sum_sq, p.d_model, p.norm_eps);
+            if (lane == 0) r.inv_rms[t] = inv_rms;
         }
     }
     __syncthreads();  // counts complete; expert_index visible to the block
