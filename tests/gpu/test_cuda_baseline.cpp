@@ -2,6 +2,13 @@
 // its CUDA-graph capture: a captured decode step replayed with new inputs gives the eager step's
 // logits bit for bit.
 //
+// The persistent one-token step (step_kernel.cuh, knob persistent_step, off by default) runs in the
+// plugin built with it on (forward "baseline_persistent"): llama-300m (input widths 1024 and 4096,
+// d_head 64, GQA 4) is checked against the reference over one-token steps of a long and a short
+// sequence (many attention splits, one), for bf16 and f16 KV, and its graph replay against eager
+// steps. The plugin's create() log says whether the model takes the persistent step; the test
+// requires that it does.
+//
 // Tolerance (docs/cuda.md): bf16 GEMM inputs (normed activations, attention output, SiLU product)
 // and a bf16 KV cache on both sides give max|Δ| up to about 2.5% of max|logit| on these 2-4-layer
 // presets; the bound is 3e-2 · max|ref|. With top-k routing that rounding can flip a near-tied
@@ -10,6 +17,10 @@
 // (and expert counts agree within 5%); with top-k = every expert (no choice to flip), every row
 // must be within it.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <sstream>
 
 #include "gpu_rig.h"
 #include "scenario.h"
@@ -175,6 +186,126 @@ INSTANTIATE_TEST_SUITE_P(TinyPresets, CudaBaselineGraph, testing::Values("tiny-l
                              }
                              return name;
                          });
+
+// The plugin's log lines while `body` runs (spdlog's default logger, where the engine routes them).
+template <typename Body>
+std::string plugin_log(Body &&body) {
+    std::ostringstream lines;
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(lines);
+    auto logger = spdlog::default_logger();
+    const auto level = logger->level();
+    logger->set_level(spdlog::level::info);
+    logger->sinks().push_back(sink);
+    body();
+    logger->sinks().pop_back();
+    logger->set_level(level);
+    return lines.str();
+}
+
+constexpr const char *kPersistentPlugin = "baseline_persistent";
+
+class CudaBaselinePersistentStep : public testing::TestWithParam<DType> {};
+
+// Sequence a: 150 prefilled tokens, sequence b: 5; then one-token steps of each alone (the
+// persistent kernel: one token, one sequence, its logits), compared with the reference every step.
+TEST_P(CudaBaselinePersistentStep, OneTokenStepsMatchReference) {
+    if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    auto model = random_model("llama-300m");
+    ASSERT_TRUE(model.ok()) << model.error();
+    engine::EngineOptions options;
+    options.device = backend::DeviceKind::cuda;
+    options.forward = "reference";
+    options.kv.dtype = GetParam();
+    options.kv.block_tokens = 16;
+    options.kv.max_tokens = 1024;
+    auto reference = engine::Engine::create(*model, options);
+    ASSERT_TRUE(reference.ok()) << reference.error();
+    options.forward = kPersistentPlugin;
+    Result<std::unique_ptr<engine::Engine>> baseline = Error{"not created"};
+    const std::string log = plugin_log([&] { baseline = engine::Engine::create(*model, options); });
+    ASSERT_TRUE(baseline.ok()) << baseline.error();
+    ASSERT_NE(log.find("persistent step: on"), std::string::npos) << "llama-300m does not take the persistent step:\n" << log;
+
+    const int n_vocab = model->config.n_vocab;
+    uint64_t counter = 0;
+    auto tokens = [&](int n) {
+        std::vector<int32_t> out;
+        for (int i = 0; i < n; ++i) out.push_back(int32_t(splitmix64(977 + counter++) % uint64_t(n_vocab)));
+        return out;
+    };
+    std::vector<engine::Engine *> engines = {reference->get(), baseline->get()};
+    std::vector<int> a(2), b(2);
+    for (int e = 0; e < 2; ++e) a[size_t(e)] = engines[size_t(e)]->add_sequence(), b[size_t(e)] = engines[size_t(e)]->add_sequence();
+    const std::vector<int32_t> prefill_a = tokens(150), prefill_b = tokens(5);
+    for (int e = 0; e < 2; ++e) {
+        ASSERT_TRUE(engines[size_t(e)]->step({{a[size_t(e)], prefill_a, false}}).ok());
+        ASSERT_TRUE(engines[size_t(e)]->step({{b[size_t(e)], prefill_b, false}}).ok());
+    }
+    for (int step = 0; step < 8; ++step) {
+        const bool long_one = step % 2 == 0;
+        const std::vector<int32_t> token = tokens(1);
+        std::vector<std::vector<float>> logits;
+        for (int e = 0; e < 2; ++e) {
+            auto out = engines[size_t(e)]->step({{long_one ? a[size_t(e)] : b[size_t(e)], token, false}});
+            ASSERT_TRUE(out.ok()) << out.error();
+            logits.push_back(std::move(out).value());
+        }
+        ASSERT_EQ(logits[1].size(), size_t(n_vocab));
+        const auto d = gpu_test::compare(logits[1], logits[0]);
+        EXPECT_LE(d.max_delta, kBf16Tolerance * d.max_ref) << "step " << step;
+        std::printf("persistent step %d (%s sequence): max|delta| %.3g (max|ref| %.3g, ratio %.2e)\n", step, long_one ? "long" : "short",
+                    d.max_delta, d.max_ref, d.max_delta / d.max_ref);
+    }
+}
+
+// One sequence prefilled eagerly, a one-token step captured as a graph (the persistent launch, its
+// barrier reset and the embedding) and replayed with new tokens and positions: each replay gives what
+// the same step gives eagerly, bit for bit.
+TEST_P(CudaBaselinePersistentStep, GraphReplayMatchesEager) {
+    if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    auto model = random_model("llama-300m");
+    ASSERT_TRUE(model.ok()) << model.error();
+    engine::EngineOptions options;
+    options.device = backend::DeviceKind::cuda;
+    options.forward = kPersistentPlugin;
+    options.kv.dtype = GetParam();
+    options.kv.block_tokens = 16;
+    options.kv.n_block = 64;
+    auto engine = engine::Engine::create(*model, options);
+    ASSERT_TRUE(engine.ok()) << engine.error();
+    auto eager = gpu_test::PluginRig::create(**engine, kPersistentPlugin);
+    auto graph = gpu_test::PluginRig::create(**engine, kPersistentPlugin);
+    ASSERT_TRUE(eager.ok()) << eager.error();
+    ASSERT_TRUE(graph.ok()) << graph.error();
+    const int n_vocab = model->config.n_vocab, max_blocks = 16, length = 200;
+    std::vector<int32_t> blocks;
+    for (int b = 0; b < max_blocks; ++b) blocks.push_back(b);
+    gpu_test::HostBatch prefill;
+    prefill.max_blocks = max_blocks;
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < length; ++i) tokens.push_back(int32_t((i * 17 + 3) % n_vocab));
+    prefill.add(tokens, 0, blocks, false);
+    ASSERT_TRUE((*eager)->run(prefill).ok());
+    auto decode = [&](int step) {
+        gpu_test::HostBatch batch;
+        batch.max_blocks = max_blocks;
+        batch.add({int32_t((step * 31 + 7) % n_vocab)}, length + step, blocks, false);
+        return batch;
+    };
+    ASSERT_TRUE((*graph)->capture(decode(0)).ok());
+    for (int step = 0; step < 3; ++step) {
+        ASSERT_TRUE((*graph)->replay(decode(step)).ok());
+        auto replayed = (*graph)->logits();
+        auto expected = (*eager)->run(decode(step));
+        ASSERT_TRUE(replayed.ok() && expected.ok());
+        const auto d = gpu_test::compare(*replayed, *expected);
+        EXPECT_EQ(d.max_delta, 0.0) << "step " << step;
+        std::printf("persistent graph step %d: max|delta| %.3g (max|ref| %.3g)\n", step, d.max_delta, d.max_ref);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Llama300m, CudaBaselinePersistentStep, testing::Values(DType::bf16, DType::f16),
+                         [](const testing::TestParamInfo<DType> &info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
 }  // namespace hp

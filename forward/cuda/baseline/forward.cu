@@ -37,6 +37,7 @@
 #include "knobs.h"
 #include "l2_prefetch.h"
 #include "moe.cuh"
+#include "step_kernel.cuh"
 
 namespace {
 
@@ -112,6 +113,15 @@ struct BaselineState {
     WeightStream weight_stream;  // the L2 prefetch plan (l2_prefetch.h); empty: no prefetch
     bool prefetch_step = false;  // this step prefetches (a dense decode step on the GEMV path)
     Activations act{};
+    // The persistent one-token step (step_kernel.cuh), where the model fits it: its op list (device,
+    // rebuilt whenever the activations move), the grid barrier, the kernel and its shared memory.
+    hp_cuda_step::StepOp *step_ops = nullptr;
+    std::vector<hp_cuda_step::StepOp> step_ops_host;
+    unsigned *step_barrier = nullptr;
+    void (*step_kernel)(hp_cuda_step::StepParams) = nullptr;
+    size_t step_shared = 0;
+    int step_grid = 0;
+    unsigned long long *step_trace = nullptr;  // HP_CUDA_PERSISTENT_TRACE builds: the last step's op times per block
     std::vector<void *> allocations;
     std::vector<void *> activation_allocations;
 };
@@ -124,12 +134,14 @@ void *state_alloc(BaselineState &state, size_t bytes, std::vector<void *> &list)
 
 void log_message(const BaselineState &state, hp_log_level level, const char *what, const char *detail) {
     if (!state.services.log) return;
-    char message[320];
+    char message[800];
     std::snprintf(message, sizeof message, "cuda-baseline: %s: %s", what, detail);
     state.services.log(state.services.ctx, level, message);
 }
 
 int max_ff_width(const hp_config &c) { return std::max({c.d_ff, c.d_ff_expert, c.d_ff_shared_expert, 1}); }
+
+void build_step_ops(BaselineState &state);
 
 // Activations for n_token tokens (never while capturing: the caller checks).
 bool reserve(BaselineState &state, int n_token) {
@@ -168,6 +180,7 @@ bool reserve(BaselineState &state, int n_token) {
     a.group_pair = static_cast<int32_t *>(state_alloc(state, n * k * i32, list));
     a.inv_rms = static_cast<float *>(state_alloc(state, n * f, list));
     a.capacity = list.size() == 23 ? int(n) : 0;
+    if (a.capacity > 0 && state.step_ops) build_step_ops(state);
     return a.capacity > 0;
 }
 
@@ -328,6 +341,180 @@ void plan_weight_stream(BaselineState &state) {
     stream.add(state.lm_head.w, bytes(state.lm_head));
 }
 
+// Whether the persistent one-token step (step_kernel.cuh) takes this model: knob persistent_step,
+// dense layers, 16-bit KV, d_head 64 or 128, at most kMaxGroup query heads per kv head, every GEMV
+// input width one its staged consumer takes, 16-byte aligned weights, and one block per SM fits.
+bool step_kernel_fits(const BaselineState &state) {
+    const hp_config &c = state.model->config;
+    if (!hp_cuda_step::enabled() || state.model->kv->dtype == HP_DTYPE_F32 || (c.d_head != 64 && c.d_head != 128) ||
+        c.n_head / c.n_head_kv > kMaxGroup || !state.lm_head.w || !hp_cuda_gemv::aligned16(state.lm_head.w) || state.lm_head.n_in != c.d_model) {
+        return false;
+    }
+    using hp_cuda_step::step_gemv_fits;
+    for (int layer = 0; layer < c.n_layer; ++layer) {
+        const LayerMatrices &m = state.layers[size_t(layer)];
+        if (state.model->layers[layer].is_moe) return false;
+        for (const Matrix *matrix : {&m.wq, &m.wk, &m.wv, &m.wo, &m.w_gate, &m.w_up, &m.w_down}) {
+            if (!matrix->w || !hp_cuda_gemv::aligned16(matrix->w)) return false;
+        }
+        const bool same_input = m.wq.n_in == c.d_model && m.wk.n_in == c.d_model && m.wv.n_in == c.d_model && m.w_gate.n_in == c.d_model &&
+                                m.w_up.n_in == c.d_model && m.wo.n_out == c.d_model && m.w_down.n_out == c.d_model;
+        if (!same_input || !step_gemv_fits(m.wo.n_in) || !step_gemv_fits(m.w_down.n_in)) return false;
+    }
+    return step_gemv_fits(c.d_model);
+}
+
+// The persistent step's ops (see step_kernel.cuh) over the current activations: per layer q/k/v
+// (layer 0 reads the norm kernel's a.h, later layers the folded norm), attention, o_proj (writes the
+// FFN norm's operand), gate/up, down_proj (writes the next norm's operand), then the lm_head.
+void build_step_ops(BaselineState &state) {
+    namespace step = hp_cuda_step;
+    const hp_model &model = *state.model;
+    const hp_config &c = model.config;
+    const Activations &a = state.act;
+    std::vector<step::StepOp> &ops = state.step_ops_host;
+    ops.clear();
+    auto gemv_op = [&](int kind, const __nv_bfloat16 *x, bool folded, int n_in) {
+        step::StepOp op;
+        op.kind = kind;
+        hp_cuda_gemv::Params &p = op.gemv;
+        p.x = x;
+        p.n_in = n_in;
+        p.n_token = 1;
+        p.n_segment = 1;
+        if (folded) {
+            p.x_sum_sq = a.sum_sq;
+            p.n_sum_sq = (c.d_model + hp_cuda_gemv::kTileRows - 1) / hp_cuda_gemv::kTileRows;
+            p.norm_eps = c.norm_eps;
+        }
+        return op;
+    };
+    auto norm_out = [&](step::StepOp &op, const hp_tensor &weight) {
+        op.gemv.norm_out = {a.h, weight.data, weight.dtype, a.sum_sq};
+        op.unit_rows = hp_cuda_gemv::kTileRows;
+    };
+    for (int layer = 0; layer < c.n_layer; ++layer) {
+        const hp_layer &w = model.layers[layer];
+        const LayerMatrices &m = state.layers[size_t(layer)];
+        step::StepOp qkv = gemv_op(step::kOpStore, a.h, layer > 0, c.d_model);
+        qkv.gemv.n_segment = 3;
+        qkv.gemv.segment[0] = gemv_segment(m.wq, a.q);
+        qkv.gemv.segment[1] = gemv_segment(m.wk, a.k);
+        qkv.gemv.segment[2] = gemv_segment(m.wv, a.v);
+        ops.push_back(qkv);
+
+        step::StepOp attention;
+        attention.kind = step::kOpAttention;
+        step::AttentionOp &at = attention.attention;
+        at.q = a.q, at.k = a.k, at.v = a.v;
+        if (present(w.bq)) at.bias_dtype = w.bq.dtype, at.bq = w.bq.data, at.bk = w.bk.data, at.bv = w.bv.data;
+        if (c.has_qk_norm) at.norm_dtype = w.q_norm.dtype, at.q_norm = w.q_norm.data, at.k_norm = w.k_norm.data;
+        at.k_cache = model.kv->k[layer];
+        at.v_cache = model.kv->v[layer];
+        at.out = a.attn;
+        ops.push_back(attention);
+
+        step::StepOp o = gemv_op(step::kOpAccumulate, a.attn, false, m.wo.n_in);
+        o.gemv.segment[0] = gemv_segment(m.wo, a.x, &w.bo);
+        norm_out(o, w.ffn_norm);
+        ops.push_back(o);
+
+        step::StepOp gate_up = gemv_op(step::kOpSiluMul, a.h, true, c.d_model);
+        gate_up.gemv.segment[0] = gemv_segment(m.w_gate, a.act, &w.b_gate);
+        gate_up.gemv.segment[0].w2 = m.w_up.w;
+        if (present(w.b_up)) gate_up.gemv.segment[0].bias2 = w.b_up.data, gate_up.gemv.segment[0].bias2_dtype = w.b_up.dtype;
+        ops.push_back(gate_up);
+
+        step::StepOp down = gemv_op(step::kOpAccumulate, a.act, false, m.w_down.n_in);
+        down.gemv.segment[0] = gemv_segment(m.w_down, a.x, &w.b_down);
+        norm_out(down, layer + 1 < c.n_layer ? model.layers[layer + 1].attn_norm : model.output_norm);
+        ops.push_back(down);
+    }
+    step::StepOp lm_head = gemv_op(step::kOpStore, a.h, true, c.d_model);
+    lm_head.gemv.segment[0] = gemv_segment(state.lm_head, nullptr);  // the step's logits
+    lm_head.logits = true;
+    ops.push_back(lm_head);
+    cudaMemcpyAsync(state.step_ops, ops.data(), ops.size() * sizeof(step::StepOp), cudaMemcpyHostToDevice, state.stream);
+}
+
+// Sets up the persistent step where the model fits it (step_kernel_fits): the kernel for its KV
+// dtype and d_head, its shared memory, one block per SM, the op list and the grid barrier.
+bool prepare_step_kernel(BaselineState &state) {
+    namespace step = hp_cuda_step;
+    if (!step_kernel_fits(state)) return true;
+    const hp_config &c = state.model->config;
+    const bool bf16 = state.model->kv->dtype == HP_DTYPE_BF16;
+    if (c.d_head == 64) state.step_kernel = bf16 ? step::step_kernel<HP_DTYPE_BF16, 64> : step::step_kernel<HP_DTYPE_F16, 64>;
+    else state.step_kernel = bf16 ? step::step_kernel<HP_DTYPE_BF16, 128> : step::step_kernel<HP_DTYPE_F16, 128>;
+    const int max_input = std::max({c.d_model, c.d_ff, c.n_head * c.d_head});
+    state.step_shared = step::step_shared_bytes(max_input, c.d_head);
+    int blocks_per_sm = 0;
+    if (cudaFuncSetAttribute(state.step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state.step_shared)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, state.step_kernel, step::kThreads + 32, state.step_shared) != cudaSuccess ||
+        blocks_per_sm < 1) {
+        cudaGetLastError();
+        log_message(state, HP_LOG_INFO, "persistent step", "does not fit on this device; one-token steps take the launch chain");
+        state.step_kernel = nullptr;
+        return true;
+    }
+    state.step_grid = hp_cuda_gemv::device_sm_count();
+    const size_t n_op = size_t(c.n_layer) * 5 + 1;
+    state.step_ops = static_cast<step::StepOp *>(state_alloc(state, n_op * sizeof(step::StepOp), state.allocations));
+    state.step_barrier = static_cast<unsigned *>(state_alloc(state, sizeof(unsigned), state.allocations));
+    if (HP_CUDA_PERSISTENT_TRACE) {
+        const size_t bytes = n_op * size_t(state.step_grid) * 4 * sizeof(unsigned long long);
+        state.step_trace = static_cast<unsigned long long *>(state_alloc(state, bytes, state.allocations));
+        if (state.step_trace) cudaMemsetAsync(state.step_trace, 0, bytes, state.stream);
+    }
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "on for one-token steps (%zu ops, %d blocks, %zu KB of shared memory each)", n_op, state.step_grid,
+                  state.step_shared >> 10);
+    log_message(state, HP_LOG_INFO, "persistent step", detail);
+    return state.step_ops && state.step_barrier;
+}
+
+// A one-token step with its logits as one persistent launch (step_kernel.cuh): the embedding and the
+// first layer's norm as before, then the kernel.
+bool persistent_step(BaselineState &state, const hp_batch &batch, hp_output &out) {
+    const hp_model &model = *state.model;
+    const hp_config &c = model.config;
+    const Activations &a = state.act;
+    cudaMemsetAsync(state.step_barrier, 0, sizeof(unsigned), state.stream);
+    embed_kernel<<<1, 256, 0, state.stream>>>(a.x, batch.token_ids, model.token_embd.dtype, model.token_embd.data, c.d_model);
+    rms_norm(state, model.layers[0].attn_norm, nullptr, 1, a.h);
+    hp_cuda_step::StepParams p;
+    p.ops = state.step_ops;
+    p.n_op = int(state.step_ops_host.size());
+    p.n_head = c.n_head;
+    p.n_head_kv = c.n_head_kv;
+    p.head_eps = c.norm_eps;
+    p.scale_log2 = float(M_LOG2E) / sqrtf(float(c.d_head));
+    p.inv_freq = state.inv_freq;
+    p.block_tokens = model.kv->block_tokens;
+    p.positions = batch.positions;
+    p.block_tables = batch.block_tables;
+    p.logit_rows = batch.logit_rows;
+    p.logits = out.logits;
+    p.barrier = state.step_barrier;
+    p.counters = state.attn_counters;
+    p.partial = state.partial;
+    p.max_split = hp_cuda_step::kMaxSplit - 1;
+    p.trace = state.step_trace;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(state.step_grid));
+    config.blockDim = dim3(hp_cuda_step::kThreads + 32);  // the consumer warps and the producer warp
+    config.dynamicSmemBytes = state.step_shared;
+    config.stream = state.stream;
+    cudaLaunchAttribute cooperative;
+    cooperative.id = cudaLaunchAttributeCooperative;
+    cooperative.val.cooperative = 1;
+    config.attrs = &cooperative;
+    config.numAttrs = 1;
+    const cudaError_t code = cudaLaunchKernelEx(&config, state.step_kernel, p);
+    if (code != cudaSuccess) log_message(state, HP_LOG_ERROR, "persistent step launch", cudaGetErrorString(code));
+    return code == cudaSuccess;
+}
+
 int baseline_create(const hp_model *model, const hp_services *services, void **state_out) {
     if (model->device != HP_DEVICE_CUDA) return HP_ERR_UNSUPPORTED;
     const hp_config &c = model->config;
@@ -386,7 +573,7 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
                              cudaMemcpyHostToDevice, state->stream) == cudaSuccess;
     }
     if (ok && hp_cuda_gemv::kL2Prefetch) plan_weight_stream(*state);
-    ok = ok && reserve(*state, HP_CUDA_WORKSPACE_TOKENS) && cudaStreamSynchronize(state->stream) == cudaSuccess;
+    ok = ok && prepare_step_kernel(*state) && reserve(*state, HP_CUDA_WORKSPACE_TOKENS) && cudaStreamSynchronize(state->stream) == cudaSuccess;
     if (!ok) return fail(HP_ERR_OUT_OF_MEMORY);
     *state_out = state;
     return HP_OK;
@@ -598,6 +785,14 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
     n_split = std::max(1, std::min<int>(n_split, int(kTokenSplits / size_t(n_token))));
     if (size_t(n_token) > kTokenSplits) return HP_ERR_UNSUPPORTED;  // attention partials hold kTokenSplits tokens
 
+    if (state.step_kernel && n_token == 1 && batch->n_seq == 1 && batch->n_logit_row == 1) {
+        const bool ok = persistent_step(state, *batch, *out);
+        if (const cudaError_t code = cudaGetLastError(); code != cudaSuccess) {
+            log_message(state, HP_LOG_ERROR, "kernel launch", cudaGetErrorString(code));
+            return HP_ERR_INVALID;
+        }
+        return ok ? HP_OK : HP_ERR_INVALID;
+    }
     token_seq_kernel<<<blocks_for(batch->n_seq, 64), 64, 0, state.stream>>>(batch->seq_token_start, batch->n_seq, a.token_seq);
     embed_kernel<<<n_token, 256, 0, state.stream>>>(a.x, batch->token_ids, model.token_embd.dtype, model.token_embd.data, c.d_model);
     bool ok = true;
@@ -676,9 +871,49 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
     return ok ? HP_OK : HP_ERR_INVALID;
 }
 
+// HP_CUDA_PERSISTENT_TRACE builds: the last persistent step's time per op kind, averaged over the layers: the
+// op's span (from the previous op's last arrival to its own), and per block on average the time to
+// its input, its work, its arrival, and the barrier's latency (previous last arrival to first start).
+void log_step_trace(const BaselineState &state) {
+    const size_t n_op = state.step_ops_host.size(), grid = size_t(state.step_grid);
+    std::vector<unsigned long long> trace(n_op * grid * 4);
+    if (trace.empty() || cudaMemcpy(trace.data(), state.step_trace, trace.size() * sizeof(trace[0]), cudaMemcpyDeviceToHost) != cudaSuccess) return;
+    if (trace[0] == 0) return;  // no persistent step ran
+    const char *names[] = {"q/k/v", "attention", "o_proj", "gate/up", "down", "lm_head"};
+    double span[6] = {}, phase[6][3] = {}, wait[6] = {};
+    int count[6] = {};
+    unsigned long long previous_end = 0, first_start = ~0ull;
+    for (size_t i = 0; i < n_op; ++i) {
+        unsigned long long start_min = ~0ull, end_max = 0;
+        double phases[3] = {};
+        for (size_t b = 0; b < grid; ++b) {
+            const unsigned long long *t = &trace[(i * grid + b) * 4];
+            start_min = std::min(start_min, t[0]);
+            end_max = std::max(end_max, t[3]);
+            for (int k = 0; k < 3; ++k) phases[k] += double(t[k + 1] - t[k]);
+        }
+        first_start = std::min(first_start, start_min);
+        const int kind = i + 1 == n_op ? 5 : int(i % 5);
+        span[kind] += double(end_max - (i ? previous_end : start_min)) / 1e3;
+        for (int k = 0; k < 3; ++k) phase[kind][k] += phases[k] / double(grid) / 1e3;
+        wait[kind] += i ? double(start_min - previous_end) / 1e3 : 0.0;
+        ++count[kind];
+        previous_end = end_max;
+    }
+    char line[760];
+    int at = std::snprintf(line, sizeof line, "last step %.1f us; per op, us: span (block: input, work, arrival; barrier):", double(previous_end - first_start) / 1e3);
+    for (int k = 0; k < 6 && at < int(sizeof line); ++k) {
+        const double n = count[k];
+        if (n) at += std::snprintf(line + at, sizeof line - size_t(at), " %s %.2f (%.2f, %.2f, %.2f; %.2f);", names[k], span[k] / n,
+                                   phase[k][0] / n, phase[k][1] / n, phase[k][2] / n, wait[k] / n);
+    }
+    log_message(state, HP_LOG_INFO, "persistent trace", line);
+}
+
 void baseline_destroy(void *state_ptr) {
     auto *state = static_cast<BaselineState *>(state_ptr);
     cudaStreamSynchronize(state->stream);
+    if (state->step_trace) log_step_trace(*state);
     cublasDestroy(state->cublas);
     for (void *ptr : state->allocations) state->services.free(state->services.ctx, ptr);
     for (void *ptr : state->activation_allocations) state->services.free(state->services.ctx, ptr);

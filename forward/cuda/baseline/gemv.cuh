@@ -330,10 +330,12 @@ __device__ inline void store_element(const Params &p, const Segment &seg, int to
     if constexpr (EPI == kStore) {
         if (active) static_cast<float *>(seg.y)[at] = value;
     } else if constexpr (EPI == kAccumulate) {
+        // The norm weight is loaded with the residual, not after the residual's store (which it could alias).
+        const float norm_w = p.norm_out.h && active ? load_bias(p.norm_out.w_dtype, p.norm_out.w, row) : 0.0f;
         const float x_new = active ? static_cast<float *>(seg.y)[at] + value : 0.0f;
         if (active) static_cast<float *>(seg.y)[at] = x_new;
         if (p.norm_out.h) {  // the next norm's operand, and the tile's x^2 of the token (16 consecutive lanes)
-            if (active) p.norm_out.h[at] = __float2bfloat16_rn(x_new * load_bias(p.norm_out.w_dtype, p.norm_out.w, row));
+            if (active) p.norm_out.h[at] = __float2bfloat16_rn(x_new * norm_w);
             float square = x_new * x_new;
             for (int offset = kTileRows / 2; offset > 0; offset /= 2) square += __shfl_xor_sync(0xffffffffu, square, offset);
             if (lead) p.norm_out.sum_sq[int64_t(token) * ((seg.n_out + kTileRows - 1) / kTileRows) + tile] = square;

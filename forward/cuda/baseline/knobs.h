@@ -140,6 +140,24 @@
 #ifndef HP_CUDA_WORKSPACE_TOKENS
 #define HP_CUDA_WORKSPACE_TOKENS 256
 #endif
+#ifndef HP_CUDA_PERSISTENT_STEP
+#define HP_CUDA_PERSISTENT_STEP 0
+#endif
+#ifndef HP_CUDA_PERSISTENT_STAGES
+#define HP_CUDA_PERSISTENT_STAGES 5
+#endif
+#ifndef HP_CUDA_PERSISTENT_L2_ITEMS
+#define HP_CUDA_PERSISTENT_L2_ITEMS 0
+#endif
+// Not a tuning knob (not in knobs.json): a diagnostic build of the persistent step (-DHP_CUDA_PERSISTENT_TRACE=1)
+// records when each block starts, has its input, ends and arrives for each op, and the plugin logs the
+// last step's averages per op kind at destroy (docs/cuda.md).
+#ifndef HP_CUDA_PERSISTENT_TRACE
+#define HP_CUDA_PERSISTENT_TRACE 0
+#endif
+#ifndef HP_CUDA_PERSISTENT_STAGE_KB
+#define HP_CUDA_PERSISTENT_STAGE_KB 32
+#endif
 #ifndef HP_CUDA_MOE_SINGLE_ROUTE
 #define HP_CUDA_MOE_SINGLE_ROUTE 0
 #endif
@@ -213,6 +231,13 @@ static_assert(HP_CUDA_GEMV_PIPELINE_UNROLL >= 1 && HP_CUDA_GEMV_PIPELINE_UNROLL 
 static_assert(HP_CUDA_GEMV_L2_AHEAD >= 0 && HP_CUDA_GEMV_L2_AHEAD <= 4, "gemv_l2_ahead: 0..4");
 static_assert(HP_CUDA_GEMV_EVICT_FIRST == 0 || HP_CUDA_GEMV_EVICT_FIRST == 1, "gemv_evict_first: 0 or 1");
 static_assert(HP_CUDA_WORKSPACE_TOKENS >= 1, "workspace_tokens must be positive");
+static_assert(HP_CUDA_PERSISTENT_STEP == 0 || HP_CUDA_PERSISTENT_STEP == 1, "persistent_step: 0 or 1");
+static_assert(HP_CUDA_PERSISTENT_STAGE_KB == 8 || HP_CUDA_PERSISTENT_STAGE_KB == 16 || HP_CUDA_PERSISTENT_STAGE_KB == 32,
+              "persistent_stage_kb: 8, 16 or 32");
+static_assert(HP_CUDA_PERSISTENT_L2_ITEMS >= 0 && HP_CUDA_PERSISTENT_L2_ITEMS <= 64, "persistent_l2_items: 0..64");
+static_assert(HP_CUDA_PERSISTENT_TRACE == 0 || HP_CUDA_PERSISTENT_TRACE == 1, "HP_CUDA_PERSISTENT_TRACE: 0 or 1");
+static_assert(HP_CUDA_PERSISTENT_STAGES >= 2 && HP_CUDA_PERSISTENT_STAGES * HP_CUDA_PERSISTENT_STAGE_KB <= 192,
+              "persistent_stages: 2 or more, at most 192 KB of ring");
 static_assert(HP_CUDA_MOE_SINGLE_ROUTE == 0 || HP_CUDA_MOE_SINGLE_ROUTE == 1, "moe_single_route: 0 or 1");
 static_assert(HP_CUDA_MOE_SINGLE_WARPS >= 1 && HP_CUDA_MOE_SINGLE_WARPS <= 32, "moe_single_warps: 1..32");
 static_assert(HP_CUDA_MOE_SINGLE_UNROLL >= 1 && HP_CUDA_MOE_SINGLE_UNROLL <= 16, "moe_single_unroll: 1..16");
