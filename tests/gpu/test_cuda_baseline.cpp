@@ -124,6 +124,23 @@ INSTANTIATE_TEST_SUITE_P(TinyPresets, CudaBaselineVsReference,
                                          PresetCase{"tiny-qwen3", DType::f16}),
                          case_name);
 
+// Captures decode(0) on `graph`, then for steps 0..2 replays decode(step) there and runs it eagerly on
+// `eager` (the replay first: it writes the step's KV, which the eager step rewrites): the replayed
+// logits must equal the eager step's within tolerance * max|ref|.
+template <typename Decode>
+void expect_replays_match(gpu_test::PluginRig &eager, gpu_test::PluginRig &graph, Decode &&decode, const std::string &label, double tolerance) {
+    ASSERT_TRUE(graph.capture(decode(0)).ok());
+    for (int step = 0; step < 3; ++step) {
+        ASSERT_TRUE(graph.replay(decode(step)).ok());
+        auto replayed = graph.logits();
+        auto expected = eager.run(decode(step));
+        ASSERT_TRUE(replayed.ok() && expected.ok());
+        const auto d = gpu_test::compare(*replayed, *expected);
+        EXPECT_LE(d.max_delta, tolerance * d.max_ref) << label << " step " << step;
+        std::printf("%s graph step %d: max|delta| %.3g (max|ref| %.3g)\n", label.c_str(), step, d.max_delta, d.max_ref);
+    }
+}
+
 class CudaBaselineGraph : public testing::TestWithParam<std::string> {};
 
 // Four sequences prefilled eagerly, then one decode step captured as a graph and replayed twice
@@ -165,17 +182,7 @@ TEST_P(CudaBaselineGraph, ReplayWithNewInputsMatchesEager) {
         for (int s = 0; s < 4; ++s) batch.add({int32_t((step * 31 + s * 7) % n_vocab)}, lengths[size_t(s)] + step, blocks_of(s), false);
         return batch;
     };
-    ASSERT_TRUE((*graph)->capture(decode(0)).ok());
-    for (int step = 0; step < 3; ++step) {
-        // Replay first (it writes the step's KV), then the eager step rewrites the same KV.
-        ASSERT_TRUE((*graph)->replay(decode(step)).ok());
-        auto replayed = (*graph)->logits();
-        auto expected = (*eager)->run(decode(step));
-        ASSERT_TRUE(replayed.ok() && expected.ok());
-        const auto d = gpu_test::compare(*replayed, *expected);
-        EXPECT_LE(d.max_delta, 1e-5 * d.max_ref) << GetParam() << " step " << step;
-        std::printf("%s graph step %d: max|delta| %.3g (max|ref| %.3g)\n", GetParam().c_str(), step, d.max_delta, d.max_ref);
-    }
+    expect_replays_match(**eager, **graph, decode, GetParam(), 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyPresets, CudaBaselineGraph, testing::Values("tiny-llama", "tiny-moe", "tiny-qwen2-moe"),
@@ -292,16 +299,7 @@ TEST_P(CudaBaselinePersistentStep, GraphReplayMatchesEager) {
         batch.add({int32_t((step * 31 + 7) % n_vocab)}, length + step, blocks, false);
         return batch;
     };
-    ASSERT_TRUE((*graph)->capture(decode(0)).ok());
-    for (int step = 0; step < 3; ++step) {
-        ASSERT_TRUE((*graph)->replay(decode(step)).ok());
-        auto replayed = (*graph)->logits();
-        auto expected = (*eager)->run(decode(step));
-        ASSERT_TRUE(replayed.ok() && expected.ok());
-        const auto d = gpu_test::compare(*replayed, *expected);
-        EXPECT_EQ(d.max_delta, 0.0) << "step " << step;
-        std::printf("persistent graph step %d: max|delta| %.3g (max|ref| %.3g)\n", step, d.max_delta, d.max_ref);
-    }
+    expect_replays_match(**eager, **graph, decode, "persistent", 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Llama300m, CudaBaselinePersistentStep, testing::Values(DType::bf16, DType::f16),
