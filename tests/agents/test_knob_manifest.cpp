@@ -45,11 +45,29 @@ TEST(KnobManifest, ConstraintExpressionsFollowC) {
     EXPECT_FALSE(evaluate_constraint("(A", v).ok());
 }
 
-TEST(KnobManifest, TheInTreeBaselineManifestLoadsAndItsDefaultsAreLegal) {
-    auto manifest = load_knob_manifest(std::string(HOTPASS_SOURCE_DIR) + "/forward/cpu/baseline/knobs.json");
+TEST(KnobManifest, TheInTreeBaselineManifestsLoadAndTheirDefaultsAreLegal) {
+    for (const char *plugin : {"cpu", "cuda"}) {
+        SCOPED_TRACE(plugin);
+        auto manifest = load_knob_manifest(std::string(HOTPASS_SOURCE_DIR) + "/forward/" + plugin + "/baseline/knobs.json");
+        ASSERT_TRUE(manifest.ok()) << manifest.error();
+        EXPECT_GE(manifest->knobs.size(), 5u);
+        EXPECT_FALSE(knob_violation(*manifest, default_knob_values(*manifest)).has_value());
+    }
+}
+
+// A knob search over the CUDA baseline must not propose a persistent-step ring that cannot fit beside
+// the attention scratch (knobs.h static_asserts the same bound).
+TEST(KnobManifest, TheCudaManifestRejectsAnOversizedPersistentRing) {
+    auto manifest = load_knob_manifest(std::string(HOTPASS_SOURCE_DIR) + "/forward/cuda/baseline/knobs.json");
     ASSERT_TRUE(manifest.ok()) << manifest.error();
-    EXPECT_GE(manifest->knobs.size(), 5u);
-    EXPECT_FALSE(knob_violation(*manifest, default_knob_values(*manifest)).has_value());
+    KnobValues values = default_knob_values(*manifest);
+    values["HP_CUDA_PERSISTENT_STAGES"] = 12;
+    values["HP_CUDA_PERSISTENT_STAGE_KB"] = 32;
+    const auto violation = knob_violation(*manifest, values);
+    ASSERT_TRUE(violation.has_value());
+    EXPECT_NE(violation->find("persistent step"), std::string::npos) << *violation;
+    values["HP_CUDA_PERSISTENT_STAGE_KB"] = 16;
+    EXPECT_FALSE(knob_violation(*manifest, values).has_value());
 }
 
 TEST(KnobManifest, RejectsMalformedManifests) {
