@@ -19,7 +19,7 @@
 // the warps, and the last task of a kv head to finish (a counter) merges the splits into the bf16
 // attention output that o_proj reads.
 //
-// Measured on the H200 (llama-3.2-1b, KV 1024, bench/RESULTS.md): 1.150 ms a step against 1.021 for
+// Measured on the H200 (llama-3.2-1b, KV 1024, bench/RESULTS.md): 1.13 ms a step against 1.03 for
 // the launch chain, hence off by default. A HP_CUDA_PERSISTENT_TRACE=1 build shows why: per layer attention spans
 // ~16 us (10 us of dependent latencies per block), each GEMV op adds 2-5 us of barrier, input and
 // arrival, and the ring (160 KB per SM, ~5 us of DRAM time) cannot cover those gaps, so DRAM idles;
