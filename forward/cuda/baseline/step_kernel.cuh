@@ -15,13 +15,13 @@
 // stage), so the next ops' first weights load while the consumers wait at a barrier or run attention.
 // Attention (attention_op): tasks (kv head, split of the sequence) over the blocks; each task
 // applies bias, q/k RMSNorm and RoPE to its q heads (the split that holds the new position first
-// writes the new K and V into the cache), runs an online softmax per warp over its positions, merges
-// the warps, and the last task of a kv head to finish (a counter) merges the splits into the bf16
+// writes the new K and V into the cache), runs an online softmax per warp over its positions (d_head/8
+// lanes per position, 16 bytes of its K and V row each), merges the warps, and the last task of a kv head to finish (a counter) merges the splits into the bf16
 // attention output that o_proj reads.
 //
-// Measured on the H200 (llama-3.2-1b, KV 1024, bench/RESULTS.md): 1.13 ms a step against 1.03 for
+// Measured on the H200 (llama-3.2-1b, KV 1024, bench/RESULTS.md): 1.09 ms a step against 1.02 for
 // the launch chain, hence off by default. A HP_CUDA_PERSISTENT_TRACE=1 build shows why: per layer attention spans
-// ~16 us (10 us of dependent latencies per block), each GEMV op adds 2-5 us of barrier, input and
+// ~12 us (6.6 us of dependent latencies per block), each GEMV op adds 2-5 us of barrier, input and
 // arrival, and the ring (160 KB per SM, ~5 us of DRAM time) cannot cover those gaps, so DRAM idles;
 // L2 prefetch past the ring (persistent_l2_items) was slower. Kept, with its tests, as the base for
 // shorter attention and cheaper op boundaries.
@@ -185,12 +185,11 @@ __host__ __device__ constexpr int attention_scratch_floats(int d) {
     return kMaxGroup * d + kStagedWarps * kMaxGroup * (d + 2) + kMaxSplit * kMaxGroup * 2 + kMaxTable;
 }
 
-// The attention op for the step's one token (see the top of the file). Lane l of a warp holds the
-// contiguous elements [l * D/32, + D/32) of K, V and q rows in the softmax loop; a warp takes the
-// task's positions j0 + warp + kStagedWarps b, kBatch of them per round, all loaded before their math.
+// The attention op for the step's one token (see the top of the file): a warp takes D / 8-lane slots
+// of positions, two rounds of them loaded before their math (see below).
 template <hp_dtype KV, int D>
 __device__ void attention_op(const StepParams &s, const AttentionOp &a, float *scratch) {
-    constexpr int PER = D / 32, kBatch = D > 64 ? 4 : 8;  // positions per warp and round (registers at d_head 128)
+    constexpr int PER = D / 32;
     constexpr float kNoScore = -1e30f;  // finite: exp2 of a difference with it is 0, never NaN
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int group = s.n_head / s.n_head_kv;
@@ -232,50 +231,71 @@ __device__ void attention_op(const StepParams &s, const AttentionOp &a, float *s
         }
         consumer_sync();  // q and the table in shared memory, the new row in the cache (read below by this block)
 
-        float q[kMaxGroup][PER], m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][PER];
+        // A warp takes kPos positions at a time, kLanes lanes each holding 8 elements (16 bytes) of
+        // the position's K and V rows: a score is a sum over those lanes, the round's max a sum over
+        // the positions, and each lane keeps its own positions' share of l and of the output.
+        constexpr int kLanes = D / 8, kPos = 32 / kLanes, kRounds = 2;
+        const int slot = lane / kLanes, chunk = lane % kLanes;
+        float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][8];  // q stays in shared memory (registers)
 #pragma unroll
         for (int g = 0; g < kMaxGroup; ++g) {
             m[g] = kNoScore;
             l[g] = 0.0f;
 #pragma unroll
-            for (int c = 0; c < PER; ++c) {
-                q[g][c] = g < group ? q_s[g * D + lane * PER + c] : 0.0f;
-                acc[g][c] = 0.0f;
-            }
+            for (int c = 0; c < 8; ++c) acc[g][c] = 0.0f;
         }
-        for (int j = j0 + warp; j < j1; j += kBatch * kStagedWarps) {
-            float k_row[kBatch][PER], v_row[kBatch][PER];
+        for (int j_base = j0 + warp * kPos; j_base < j1; j_base += kRounds * kStagedWarps * kPos) {
+            float k_row[kRounds][8], v_row[kRounds][8];
 #pragma unroll
-            for (int b = 0; b < kBatch; ++b) {
-                const int64_t at = cache_at(min(j + b * kStagedWarps, j1 - 1)) + lane * PER;
-                load_row<KV, PER>(a.k_cache, at, k_row[b]);
-                load_row<KV, PER>(a.v_cache, at, v_row[b]);
+            for (int r = 0; r < kRounds; ++r) {
+                const int64_t at = cache_at(min(j_base + r * kStagedWarps * kPos + slot, j1 - 1)) + chunk * 8;
+                load_row<KV, 8>(a.k_cache, at, k_row[r]);
+                load_row<KV, 8>(a.v_cache, at, v_row[r]);
             }
 #pragma unroll
-            for (int b = 0; b < kBatch; ++b) {
-                if (j + b * kStagedWarps >= j1) break;
+            for (int r = 0; r < kRounds; ++r) {
+                if (j_base + r * kStagedWarps * kPos >= j1) break;
+                const bool valid = j_base + r * kStagedWarps * kPos + slot < j1;
 #pragma unroll
                 for (int g = 0; g < kMaxGroup; ++g) {
                     if (g >= group) break;
+                    const float4 q0 = reinterpret_cast<const float4 *>(q_s + g * D + chunk * 8)[0];
+                    const float4 q1 = reinterpret_cast<const float4 *>(q_s + g * D + chunk * 8)[1];
+                    const float q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
                     float score = 0.0f;
 #pragma unroll
-                    for (int c = 0; c < PER; ++c) score = fmaf(q[g][c], k_row[b][c], score);
-                    score = warp_sum(score);
-                    const float m_new = fmaxf(m[g], score), correction = exp2f(m[g] - m_new), p = exp2f(score - m_new);
+                    for (int c = 0; c < 8; ++c) score = fmaf(q[c], k_row[r][c], score);
+#pragma unroll
+                    for (int offset = 1; offset < kLanes; offset *= 2) score += __shfl_xor_sync(0xffffffffu, score, offset);
+                    score = valid ? score : kNoScore;
+                    float round_max = score;
+#pragma unroll
+                    for (int offset = kLanes; offset < 32; offset *= 2) round_max = fmaxf(round_max, __shfl_xor_sync(0xffffffffu, round_max, offset));
+                    const float m_new = fmaxf(m[g], round_max), correction = exp2f(m[g] - m_new);
+                    const float p = valid ? exp2f(score - m_new) : 0.0f;
                     l[g] = l[g] * correction + p;
 #pragma unroll
-                    for (int c = 0; c < PER; ++c) acc[g][c] = acc[g][c] * correction + p * v_row[b][c];
+                    for (int c = 0; c < 8; ++c) acc[g][c] = fmaf(p, v_row[r][c], acc[g][c] * correction);
                     m[g] = m_new;
                 }
             }
         }
-        // The warps' results, then the split's: merged over the warps in warp order.
+        // The warp's result: each lane's positions added over the position slots (m is the same in
+        // every lane), then the warps' results and the split's, merged over the warps in warp order.
 #pragma unroll
         for (int g = 0; g < kMaxGroup; ++g) {
             if (g >= group) break;
-            float *dst = warp_s + (warp * group + g) * (D + 2);
 #pragma unroll
-            for (int c = 0; c < PER; ++c) dst[lane * PER + c] = acc[g][c];
+            for (int offset = kLanes; offset < 32; offset *= 2) {
+                l[g] += __shfl_xor_sync(0xffffffffu, l[g], offset);
+#pragma unroll
+                for (int c = 0; c < 8; ++c) acc[g][c] += __shfl_xor_sync(0xffffffffu, acc[g][c], offset);
+            }
+            float *dst = warp_s + (warp * group + g) * (D + 2);
+            if (slot == 0) {
+#pragma unroll
+                for (int c = 0; c < 8; ++c) dst[chunk * 8 + c] = acc[g][c];
+            }
             if (lane == 0) dst[D] = m[g], dst[D + 1] = l[g];
         }
         consumer_sync();
