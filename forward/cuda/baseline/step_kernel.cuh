@@ -35,6 +35,7 @@ namespace hp_cuda_step {
 
 using hp_cuda_baseline::kMaxGroup;
 using hp_cuda_baseline::load;
+using hp_cuda_baseline::load8;
 using hp_cuda_baseline::store_as;
 using hp_cuda_baseline::warp_sum;
 using hp_cuda_gemv::kStagedWarps;
@@ -102,26 +103,6 @@ __device__ inline unsigned long long global_timer() {
 
 // A barrier of the consumer warps only (the producer warp never joins one).
 __device__ inline void consumer_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
-
-// PER consecutive 16-bit cache elements at `at` as float (PER even: 4- or 8-byte loads).
-template <hp_dtype KV, int PER>
-__device__ inline void load_row(const void *cache, int64_t at, float (&out)[PER]) {
-    uint32_t word[PER / 2];
-    if constexpr (PER == 2) {
-        word[0] = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(cache) + at);
-    } else {
-#pragma unroll
-        for (int c = 0; c < PER / 4; ++c) {
-            const uint2 pair = reinterpret_cast<const uint2 *>(static_cast<const uint16_t *>(cache) + at)[c];
-            word[2 * c] = pair.x, word[2 * c + 1] = pair.y;
-        }
-    }
-#pragma unroll
-    for (int c = 0; c < PER; ++c) {
-        const uint16_t half = uint16_t(word[c / 2] >> (16 * (c % 2)));
-        out[c] = KV == HP_DTYPE_BF16 ? __uint_as_float(uint32_t(half) << 16) : __half2float(__ushort_as_half(half));
-    }
-}
 
 // Grid-wide barrier over a counter that only grows during the launch: every block adds one when it
 // has finished an op, and op i starts once the counter reaches i * gridDim.x. The block's writes are
@@ -249,8 +230,8 @@ __device__ void attention_op(const StepParams &s, const AttentionOp &a, float *s
 #pragma unroll
             for (int r = 0; r < kRounds; ++r) {
                 const int64_t at = cache_at(min(j_base + r * kStagedWarps * kPos + slot, j1 - 1)) + chunk * 8;
-                load_row<KV, 8>(a.k_cache, at, k_row[r]);
-                load_row<KV, 8>(a.v_cache, at, v_row[r]);
+                load8<KV>(a.k_cache, at, k_row[r]);
+                load8<KV>(a.v_cache, at, v_row[r]);
             }
 #pragma unroll
             for (int r = 0; r < kRounds; ++r) {
