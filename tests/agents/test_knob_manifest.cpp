@@ -70,6 +70,27 @@ TEST(KnobManifest, TheCudaManifestRejectsAnOversizedPersistentRing) {
     EXPECT_FALSE(knob_violation(*manifest, values).has_value());
 }
 
+// Nor a skinny-GEMM ring over the 227 KB a block may have (gemm_skinny.cuh static_asserts the same
+// size: stages x (warps x 16 x max(tiles, 2) + 64 rows) x (64 x unroll, + 64 if unroll is even) bytes
+// + 256).
+TEST(KnobManifest, TheCudaManifestRejectsAnOversizedSkinnyRing) {
+    auto manifest = load_knob_manifest(std::string(HOTPASS_SOURCE_DIR) + "/forward/cuda/baseline/knobs.json");
+    ASSERT_TRUE(manifest.ok()) << manifest.error();
+    KnobValues values = default_knob_values(*manifest);
+    values["HP_CUDA_SKINNY_WARPS"] = 8;
+    values["HP_CUDA_SKINNY_TILES"] = 2;
+    values["HP_CUDA_SKINNY_UNROLL"] = 2;
+    values["HP_CUDA_SKINNY_STAGES"] = 4;  // 4 x 320 x 192 + 256 = 246016 bytes
+    const auto violation = knob_violation(*manifest, values);
+    ASSERT_TRUE(violation.has_value());
+    EXPECT_NE(violation->find("skinny GEMM"), std::string::npos) << *violation;
+    values["HP_CUDA_SKINNY_STAGES"] = 2;  // 123136 bytes
+    EXPECT_FALSE(knob_violation(*manifest, values).has_value());
+    values["HP_CUDA_SKINNY_TILES"] = 1;  // SwiGLU still holds two tiles a warp: the same size
+    values["HP_CUDA_SKINNY_STAGES"] = 6;  // 368896 bytes
+    EXPECT_TRUE(knob_violation(*manifest, values).has_value());
+}
+
 TEST(KnobManifest, RejectsMalformedManifests) {
     EXPECT_FALSE(parse_knob_manifest("[]").ok());
     EXPECT_FALSE(parse_knob_manifest(R"({"schema": "other/1", "knobs": []})").ok());

@@ -1,5 +1,6 @@
-// The CUDA baseline's decode GEMV (forward/cuda/baseline/gemv.cuh) against plain float64 math on
-// the host over the same bf16 inputs: fresh random weights, activations, biases and residuals per
+// The CUDA baseline's decode GEMV (forward/cuda/baseline/gemv.cuh), its staged one-token kernel
+// (gemv_staged.cuh) and its skinny GEMM (gemm_skinny.cuh), each on every case whose shape it takes,
+// against plain float64 math on the host over the same bf16 inputs: fresh random weights, activations, biases and residuals per
 // case, shapes off every tile (n_in not a multiple of 8 or of a warp's 32-input step, n_out not a
 // multiple of the 16-row tile, 1..64 tokens, unaligned operands), every epilogue, q/k/v-style
 // multi-matrix launches. Outputs are poisoned first, so an unwritten element fails; two runs must
@@ -58,7 +59,7 @@ Bf16Buffer random_bf16(std::mt19937 &rng, size_t n, float scale) {
 }
 
 // Which decode GEMV runs a case: the plugin's choice (gemv::launch), or one kernel explicitly.
-enum class Kernel { automatic, cluster, staged };
+enum class Kernel { automatic, cluster, staged, skinny };
 
 struct Case {
     int n_in, n_token, epilogue;
@@ -78,7 +79,10 @@ std::string describe(const Case &c) {
     for (int n : c.n_out) text += " " + std::to_string(n);
     return text + (c.misaligned ? ", misaligned" : "") + (c.bias ? ", bias" : "") + (c.norm_in ? ", norm in" : "") + (c.rows ? ", rows" : "") +
            (c.norm_out ? ", norm out" : "") + (c.prefetch ? ", prefetch" : "") +
-           (c.kernel == Kernel::cluster ? ", clustered kernel" : c.kernel == Kernel::staged ? ", staged kernel" : "");
+           (c.kernel == Kernel::cluster ? ", clustered kernel"
+            : c.kernel == Kernel::staged ? ", staged kernel"
+            : c.kernel == Kernel::skinny ? ", skinny GEMM"
+                                         : "");
 }
 
 void run_case(const Case &c, uint32_t seed) {
@@ -179,6 +183,7 @@ void run_case(const Case &c, uint32_t seed) {
         constexpr int EPI = decltype(epilogue)::value;
         if (c.kernel == Kernel::cluster) gemv::launch_cluster<EPI>(p, nullptr);
         else if (c.kernel == Kernel::staged) gemv::launch_staged<EPI>(p, nullptr);
+        else if (c.kernel == Kernel::skinny) gemv::launch_skinny<EPI>(p, nullptr);
         else gemv::launch<EPI>(p, nullptr);
     };
     auto launch = [&] {
@@ -187,6 +192,7 @@ void run_case(const Case &c, uint32_t seed) {
         else launch_as(std::integral_constant<int, gemv::kSiluMul>{});
     };
     if (c.kernel == Kernel::staged) ASSERT_TRUE(gemv::staged_fits(p, c.epilogue)) << "the case is not one the staged kernel takes";
+    if (c.kernel == Kernel::skinny) ASSERT_TRUE(gemv::skinny_fits(p, c.epilogue)) << "the case is not one the skinny GEMM takes";
     launch();
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaDeviceSynchronize());
@@ -286,15 +292,20 @@ void run_case(const Case &c, uint32_t seed) {
     }
 }
 
-// Runs a case on the clustered kernel and, where it takes the shape (one token, n_in a power of two
-// from 2048 to 16384, aligned operands), on the staged kernel: both against the same host math.
+// Runs a case on the clustered kernel, where it takes the shape (one token, n_in a power of two
+// from 2048 to 16384, aligned operands) on the staged kernel, and where it takes it (n_in a multiple
+// of 8, aligned operands) on the skinny GEMM: all against the same host math.
 void run_kernels(Case c, uint32_t seed) {
     c.kernel = Kernel::cluster;
     run_case(c, seed);
-    const bool takes = c.n_token == 1 && c.n_in >= 2048 && c.n_in <= 16384 && (c.n_in & (c.n_in - 1)) == 0 && !c.misaligned;
-    if (!takes) return;
-    c.kernel = Kernel::staged;
-    run_case(c, seed);
+    if (c.n_token == 1 && c.n_in >= 2048 && c.n_in <= 16384 && (c.n_in & (c.n_in - 1)) == 0 && !c.misaligned) {
+        c.kernel = Kernel::staged;
+        run_case(c, seed);
+    }
+    if (c.n_in % 8 == 0 && !c.misaligned && !(c.norm_out && c.n_out.size() > 1)) {
+        c.kernel = Kernel::skinny;
+        run_case(c, seed);
+    }
 }
 
 TEST(CudaGemv, StoreMatchesHostMath) {
@@ -372,6 +383,31 @@ TEST(CudaGemv, FoldedNormMatchesHostMath) {
         head.norm_in = true;
         head.rows = true;
         run_kernels(head, seed++);
+    }
+}
+
+// The skinny GEMM at the shapes of a 16..64-token decode step of a llama-sized model (every case
+// also runs on the clustered kernel): q/k/v in one launch with the folded norm, gate/up, the
+// residual GEMVs writing the next norm's operand, logit rows; and inputs that leave the last blocks
+// of a cluster with a partial chunk or none (2112 = 33 chunks of 64 over 8 blocks).
+TEST(CudaGemv, SkinnyGemmAtDecodeBatchShapes) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    for (int n_token : {16, 29, 64}) {
+        Case qkv{2048, n_token, gemv::kStore, {2048, 512, 512}, false};
+        qkv.norm_in = true;
+        run_kernels(qkv, seed++);
+        Case swiglu{2048, n_token, gemv::kSiluMul, {1000}, true};
+        swiglu.norm_in = true;
+        run_kernels(swiglu, seed++);
+        Case down{8192, n_token, gemv::kAccumulate, {517}, n_token != 16};
+        down.norm_out = true;
+        run_kernels(down, seed++);
+        Case head{2048, n_token, gemv::kStore, {300}, false, false, true, true};
+        run_kernels(head, seed++);
+        run_kernels({2112, n_token, gemv::kStore, {40}, true}, seed++);
+        run_kernels({264, n_token, gemv::kAccumulate, {130}, true}, seed++);
     }
 }
 

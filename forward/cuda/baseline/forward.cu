@@ -200,8 +200,13 @@ void add_bias(BaselineState &state, float *y, int n_row, const hp_tensor &b) {
     add_bias_kernel<<<blocks_for(int64_t(n_row) * n_out, 256), 256, 0, state.stream>>>(y, n_out, int64_t(n_row) * n_out, b.dtype, b.data);
 }
 
-// Decode steps (n_row <= HP_CUDA_GEMV_MAX_TOKENS) use the GEMV kernel of gemv.cuh, larger ones cuBLAS.
-bool use_gemv(int n_row) { return n_row <= HP_CUDA_GEMV_MAX_TOKENS; }
+// Decode steps use the kernels of gemv.cuh (the GEMV, the skinny GEMM) with the folded norm, larger
+// ones cuBLAS: up to gemv_max_tokens tokens, in models with routed experts up to
+// gemv_max_tokens_moe (knobs.json: qwen3-30b-a3b at 32 tokens measured slower on that path).
+bool use_gemv(const BaselineState &state, int n_row) {
+    const int limit = state.model->config.n_expert > 0 ? std::min(HP_CUDA_GEMV_MAX_TOKENS, HP_CUDA_GEMV_MAX_TOKENS_MOE) : HP_CUDA_GEMV_MAX_TOKENS;
+    return n_row <= limit;
+}
 
 hp_cuda_gemv::Segment gemv_segment(const Matrix &w, void *y, const hp_tensor *bias = nullptr) {
     hp_cuda_gemv::Segment segment;
@@ -224,6 +229,9 @@ struct FoldedNorm {
 
 void set_input(const BaselineState &state, hp_cuda_gemv::Params &p, const __nv_bfloat16 *x, const FoldedNorm *norm) {
     p.x = x;
+    // Models with routed experts keep the GEMV unless knob skinny_moe (qwen3-30b-a3b batch 8: 12.7 ms a
+    // step with the skinny GEMM against 10.1 without; knobs.json).
+    p.skinny = HP_CUDA_SKINNY_MOE || state.model->config.n_expert == 0;
     if (!norm) return;
     const hp_config &c = state.model->config;
     p.x_rows = norm->rows;
@@ -249,7 +257,7 @@ bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, floa
              const hp_tensor *bias = nullptr, const FoldedNorm *norm = nullptr, const hp_tensor *norm_out = nullptr,
              uint64_t prefetch_front = 0) {
     if (n_row == 0) return true;
-    if (!use_gemv(n_row)) {
+    if (!use_gemv(state, n_row)) {
         const bool ok = gemm(state, w, x, y, n_row, accumulate ? 1.0f : 0.0f);
         if (bias) add_bias(state, y, n_row, *bias);
         return ok;
@@ -279,7 +287,7 @@ bool gate_up(BaselineState &state, const Matrix &w_gate, const Matrix &w_up, con
              const __nv_bfloat16 *x, int n_row, __nv_bfloat16 *act, const FoldedNorm *norm = nullptr, uint64_t prefetch_front = 0) {
     if (n_row == 0) return true;
     const Activations &a = state.act;
-    if (HP_CUDA_GEMV_FUSE && use_gemv(n_row)) {
+    if (HP_CUDA_GEMV_FUSE && use_gemv(state, n_row)) {
         hp_cuda_gemv::Params p;
         set_input(state, p, x, norm);
         p.n_in = w_gate.n_in;
@@ -721,7 +729,7 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
         step.x = a.x;
         step.down_tiles = n_token >= HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS ? HP_CUDA_MOE_DOWN_TILES : 1;
         step.single_token = HP_CUDA_MOE_SINGLE_TOKEN && n_token == 1 && !present(w.shared_gate) && k <= hp_cuda_moe::kMaxSingleExperts;
-        const bool fold = HP_CUDA_GEMV_NORM && use_gemv(n_token);
+        const bool fold = HP_CUDA_GEMV_NORM && use_gemv(state, n_token);
         if (step.single_token && next_norm && fold) {
             step.norm_out.h = a.h;
             step.norm_out.w = next_norm->data;
@@ -798,8 +806,8 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
     bool ok = true;
     // RMSNorm folded into the GEMVs (gemv.cuh): `folded` says a.h and a.sum_sq already hold the next
     // norm's operand and partial sums (written by the last residual GEMV).
-    const bool fold = HP_CUDA_GEMV_NORM && use_gemv(n_token);
-    state.prefetch_step = state.weight_stream.size() > 0 && use_gemv(n_token);
+    const bool fold = HP_CUDA_GEMV_NORM && use_gemv(state, n_token);
+    state.prefetch_step = state.weight_stream.size() > 0 && use_gemv(state, n_token);
     state.weight_stream.restart();
     const FoldedNorm folded_norm;
     bool folded = false;
@@ -809,7 +817,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         const LayerMatrices &m = state.layers[size_t(layer)];
         const FoldedNorm *attn_norm = folded ? &folded_norm : nullptr;
         if (!folded && !normed) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
-        if (HP_CUDA_GEMV_FUSE && use_gemv(n_token) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
+        if (HP_CUDA_GEMV_FUSE && use_gemv(state, n_token) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
             // q, k and v read the same input: one launch (their biases are added by the head kernel).
             hp_cuda_gemv::Params p;
             set_input(state, p, a.h, attn_norm);

@@ -104,6 +104,7 @@ struct Params {
     float norm_eps = 0.0f;
     NormOut norm_out;                   // kAccumulate, single segment only
     L2Prefetch prefetch;                // issued by the whole grid before it waits for the previous kernel
+    bool skinny = true;                 // launch() may take the skinny GEMM (gemm_skinny.cuh)
     int n_in = 0, n_token = 0, n_segment = 0;
     Segment segment[kMaxSegments];
 };
@@ -318,24 +319,42 @@ struct WarpPartials {
     }
 };
 
+// What kAccumulate's epilogue reads besides the sums: the residual element and the next norm's
+// weight. A kernel with several elements per lane loads them one element ahead (load_prior).
+struct Prior {
+    float x = 0.0f, norm_w = 0.0f;
+};
+template <int EPI>
+__device__ inline Prior load_prior(const Params &p, const Segment &seg, int token, int row, bool active) {
+    Prior prior;
+    if constexpr (EPI == kAccumulate) {
+        if (active) {
+            // The norm weight is loaded with the residual, not after the residual's store (which it could alias).
+            if (p.norm_out.h) prior.norm_w = load_bias(p.norm_out.w_dtype, p.norm_out.w, row);
+            prior.x = static_cast<const float *>(seg.y)[int64_t(token) * seg.n_out + row];
+        }
+    }
+    return prior;
+}
+
 // One output element (token `token` of the step, row `row` of `seg`) of a 16-row tile, sum[m] its
-// finished dot products (scaled by 1/rms where the norm is folded): the epilogue the gemv and staged
-// kernels share. All 32 lanes of a warp call it together, 16 consecutive lanes per (token, tile):
-// with norm_out those 16 sum the tile's x^2 by shuffles, and `lead` (the first of them, for a token
-// of the step) writes it. `active`: the element exists and belongs to the caller.
+// finished dot products (scaled by 1/rms where the norm is folded): the epilogue the gemv, staged
+// and skinny kernels share. All 32 lanes of a warp call it together, 16 consecutive lanes per
+// (token, tile): with norm_out those 16 sum the tile's x^2 by shuffles, and `lead` (the first of
+// them, for a token of the step) writes it. `active`: the element exists and belongs to the caller.
+// `prior`: load_prior's values for the element (kAccumulate).
 template <int EPI, int M>
-__device__ inline void store_element(const Params &p, const Segment &seg, int token, int row, int tile, bool active, bool lead, const float (&sum)[M]) {
+__device__ inline void store_element(const Params &p, const Segment &seg, int token, int row, int tile, bool active, bool lead, const float (&sum)[M],
+                                     const Prior &prior) {
     const int64_t at = int64_t(token) * seg.n_out + row;
     const float value = active ? sum[0] + load_bias(seg.bias_dtype, seg.bias, row) : 0.0f;
     if constexpr (EPI == kStore) {
         if (active) static_cast<float *>(seg.y)[at] = value;
     } else if constexpr (EPI == kAccumulate) {
-        // The norm weight is loaded with the residual, not after the residual's store (which it could alias).
-        const float norm_w = p.norm_out.h && active ? load_bias(p.norm_out.w_dtype, p.norm_out.w, row) : 0.0f;
-        const float x_new = active ? static_cast<float *>(seg.y)[at] + value : 0.0f;
+        const float x_new = active ? prior.x + value : 0.0f;
         if (active) static_cast<float *>(seg.y)[at] = x_new;
         if (p.norm_out.h) {  // the next norm's operand, and the tile's x^2 of the token (16 consecutive lanes)
-            if (active) p.norm_out.h[at] = __float2bfloat16_rn(x_new * norm_w);
+            if (active) p.norm_out.h[at] = __float2bfloat16_rn(x_new * prior.norm_w);
             float square = x_new * x_new;
             for (int offset = kTileRows / 2; offset > 0; offset /= 2) square += __shfl_xor_sync(0xffffffffu, square, offset);
             if (lead) p.norm_out.sum_sq[int64_t(token) * ((seg.n_out + kTileRows - 1) / kTileRows) + tile] = square;
@@ -344,6 +363,10 @@ __device__ inline void store_element(const Params &p, const Segment &seg, int to
         const float up = sum[M - 1] + load_bias(seg.bias2_dtype, seg.bias2, row);
         static_cast<__nv_bfloat16 *>(seg.y)[at] = __float2bfloat16_rn(value / (1.0f + __expf(-value)) * up);
     }
+}
+template <int EPI, int M>
+__device__ inline void store_element(const Params &p, const Segment &seg, int token, int row, int tile, bool active, bool lead, const float (&sum)[M]) {
+    store_element<EPI, M>(p, seg, token, row, tile, active, lead, sum, load_prior<EPI>(p, seg, token, row, active));
 }
 
 // Grid (cluster, 16-row tiles of all segments, ceil(n_token / (8 NB))), launched as clusters of
@@ -571,15 +594,19 @@ void launch_cluster(Params p, cudaStream_t stream) {
 }  // namespace hp_cuda_gemv
 
 #include "gemv_staged.cuh"
+#include "gemm_skinny.cuh"
 
 namespace hp_cuda_gemv {
 
 // The decode GEMV on `stream`: the staged kernel (gemv_staged.cuh) for the one-token launches whose
 // shapes it takes and whose epilogue's bit is set in knob gemv_staged (bit EPI: 1 store, 2 residual
-// accumulate, 4 SwiGLU), else the clustered gemv_kernel.
+// accumulate, 4 SwiGLU), the skinny GEMM (gemm_skinny.cuh) for launches of at least
+// skinny_min_tokens tokens that it takes (and that allow it: Params::skinny), else the clustered
+// gemv_kernel.
 template <int EPI>
 void launch(const Params &p, cudaStream_t stream) {
     if ((HP_CUDA_GEMV_STAGED >> EPI & 1) && staged_fits(p, EPI)) return launch_staged<EPI>(p, stream);
+    if (p.skinny && HP_CUDA_SKINNY_MIN_TOKENS > 0 && p.n_token >= HP_CUDA_SKINNY_MIN_TOKENS && skinny_fits(p, EPI)) return launch_skinny<EPI>(p, stream);
     launch_cluster<EPI>(p, stream);
 }
 

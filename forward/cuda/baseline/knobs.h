@@ -81,7 +81,10 @@
 #define HP_CUDA_MOE_ROUTE_THREADS 1024
 #endif
 #ifndef HP_CUDA_GEMV_MAX_TOKENS
-#define HP_CUDA_GEMV_MAX_TOKENS 8
+#define HP_CUDA_GEMV_MAX_TOKENS 32
+#endif
+#ifndef HP_CUDA_GEMV_MAX_TOKENS_MOE
+#define HP_CUDA_GEMV_MAX_TOKENS_MOE 8
 #endif
 #ifndef HP_CUDA_GEMV_WARPS
 #define HP_CUDA_GEMV_WARPS 4
@@ -179,6 +182,27 @@
 #ifndef HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS
 #define HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS 1
 #endif
+#ifndef HP_CUDA_SKINNY_MIN_TOKENS
+#define HP_CUDA_SKINNY_MIN_TOKENS 1
+#endif
+#ifndef HP_CUDA_SKINNY_WARPS
+#define HP_CUDA_SKINNY_WARPS 4
+#endif
+#ifndef HP_CUDA_SKINNY_TILES
+#define HP_CUDA_SKINNY_TILES 1
+#endif
+#ifndef HP_CUDA_SKINNY_UNROLL
+#define HP_CUDA_SKINNY_UNROLL 2
+#endif
+#ifndef HP_CUDA_SKINNY_STAGES
+#define HP_CUDA_SKINNY_STAGES 3
+#endif
+#ifndef HP_CUDA_SKINNY_MOE
+#define HP_CUDA_SKINNY_MOE 0
+#endif
+#ifndef HP_CUDA_SKINNY_TARGET_BLOCKS
+#define HP_CUDA_SKINNY_TARGET_BLOCKS 256
+#endif
 
 static_assert(HP_CUDA_NORM_THREADS % 32 == 0 && HP_CUDA_NORM_THREADS <= 1024, "norm_threads: whole warps, at most 1024");
 static_assert(HP_CUDA_ATTN_WARPS >= 1 && HP_CUDA_ATTN_WARPS * 32 <= 1024, "attn_warps: 1..32");
@@ -207,6 +231,7 @@ static_assert(HP_CUDA_MOE_ONE_WAVE == 0 || HP_CUDA_MOE_ONE_WAVE == 1, "moe_one_w
 static_assert(HP_CUDA_MOE_ROUTE_THREADS % 32 == 0 && HP_CUDA_MOE_ROUTE_THREADS >= 32 && HP_CUDA_MOE_ROUTE_THREADS <= 1024,
               "moe_route_threads: whole warps, 32..1024");
 static_assert(HP_CUDA_GEMV_MAX_TOKENS >= 0, "gemv_max_tokens: 0 (never) or more");
+static_assert(HP_CUDA_GEMV_MAX_TOKENS_MOE >= 0, "gemv_max_tokens_moe: 0 (never) or more");
 static_assert(HP_CUDA_GEMV_WARPS >= 1 && HP_CUDA_GEMV_WARPS <= 8, "gemv_warps: 1..8 (shared memory of the reduction)");
 static_assert(HP_CUDA_GEMV_UNROLL >= 1 && HP_CUDA_GEMV_UNROLL <= 8, "gemv_unroll: 1..8");
 static_assert(HP_CUDA_GEMV_MAX_CLUSTER == 1 || HP_CUDA_GEMV_MAX_CLUSTER == 2 || HP_CUDA_GEMV_MAX_CLUSTER == 4 ||
@@ -245,3 +270,10 @@ static_assert(HP_CUDA_MOE_SINGLE_DOWN_UNROLL >= 1 && HP_CUDA_MOE_SINGLE_DOWN_UNR
 static_assert(HP_CUDA_ATTN_FD_REDUCE_UNROLL >= 1 && HP_CUDA_ATTN_FD_REDUCE_UNROLL <= 64, "attn_fd_reduce_unroll: 1..64");
 static_assert(HP_CUDA_ATTN_FD_SMALL_WARPS >= 1 && HP_CUDA_ATTN_FD_SMALL_WARPS <= 8, "attn_fd_small_warps: 1..8 (shared memory of the block)");
 static_assert(HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS >= 0, "attn_fd_small_max_tokens: 0 (never) or more");
+static_assert(HP_CUDA_SKINNY_MIN_TOKENS >= 0, "skinny_min_tokens: 0 (never) or more");
+static_assert(HP_CUDA_SKINNY_WARPS >= 1 && HP_CUDA_SKINNY_WARPS <= 8, "skinny_warps: 1..8");
+static_assert(HP_CUDA_SKINNY_TILES >= 1 && HP_CUDA_SKINNY_TILES <= 4, "skinny_tiles: 1..4");
+static_assert(HP_CUDA_SKINNY_UNROLL >= 1 && HP_CUDA_SKINNY_UNROLL <= 8, "skinny_unroll: 1..8");
+static_assert(HP_CUDA_SKINNY_TARGET_BLOCKS >= 1, "skinny_target_blocks: positive");
+static_assert(HP_CUDA_SKINNY_MOE == 0 || HP_CUDA_SKINNY_MOE == 1, "skinny_moe: 0 or 1");
+static_assert(HP_CUDA_SKINNY_STAGES >= 2 && HP_CUDA_SKINNY_STAGES <= 8, "skinny_stages: 2..8 (the ring's size is checked in gemm_skinny.cuh)");
