@@ -70,9 +70,9 @@ TEST(KnobManifest, TheCudaManifestRejectsAnOversizedPersistentRing) {
     EXPECT_FALSE(knob_violation(*manifest, values).has_value());
 }
 
-// Nor a skinny-GEMM ring over the 227 KB a block may have (gemm_skinny.cuh static_asserts the same
-// size: stages x (warps x 16 x max(tiles, 2) + 64 rows) x (64 x unroll, + 64 if unroll is even) bytes
-// + 256).
+// Nor a skinny-GEMM ring over the 227 KB a block may have (gemm_skinny.cuh static_asserts the
+// block's shared memory; the ring decides it, the partial sums never exceed 128 KB): stages x
+// (warps x 16 x max(tiles, 2) + 64 rows) x (64 x unroll, + 64 if unroll is even) bytes + 256.
 TEST(KnobManifest, TheCudaManifestRejectsAnOversizedSkinnyRing) {
     auto manifest = load_knob_manifest(std::string(HOTPASS_SOURCE_DIR) + "/forward/cuda/baseline/knobs.json");
     ASSERT_TRUE(manifest.ok()) << manifest.error();

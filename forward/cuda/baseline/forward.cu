@@ -229,8 +229,8 @@ struct FoldedNorm {
 
 void set_input(const BaselineState &state, hp_cuda_gemv::Params &p, const __nv_bfloat16 *x, const FoldedNorm *norm) {
     p.x = x;
-    // Models with routed experts keep the GEMV unless knob skinny_moe (qwen3-30b-a3b batch 8: 12.7 ms a
-    // step with the skinny GEMM against 10.1 without; knobs.json).
+    // Models with routed experts keep the GEMV unless knob skinny_moe (qwen3-30b-a3b batch 8: 12.72 ms
+    // a step with the skinny GEMM against 10.07 without; knobs.json).
     p.skinny = HP_CUDA_SKINNY_MOE || state.model->config.n_expert == 0;
     if (!norm) return;
     const hp_config &c = state.model->config;

@@ -2,8 +2,8 @@
 // models' steps of 1..gemv_max_tokens tokens, same Params and epilogues as the decode GEMV
 // (gemv.cuh). It was written for 16..64 tokens, where the GEMV's one-tile-per-cluster scheme loses:
 // there every 16-row tile reads all the step's activations from L2 again (at 64 tokens and d_model
-// 2048, 256 KB per tile: 134 MB per gate/up launch, 4x its weights; bench/RESULTS.md "Decode GEMV
-// pipelining"), so cuBLAS took those steps, with a norm kernel before every projection and split-K
+// 2048, 256 KB per tile: 134 MB per gate/up launch, 2x its weights; bench/RESULTS.md "Keeping the
+// weight stream busy"), so cuBLAS took those steps, with a norm kernel before every projection and split-K
 // reduce and SiLU kernels after some. On the H200 it also beat the GEMV at 1 and 8 tokens, and lost
 // to cuBLAS at 64 (bench/RESULTS.md "Skinny GEMM").
 //
@@ -13,7 +13,8 @@
 // 32 x skinny_unroll inputs through a ring of skinny_stages shared-memory stages: cp.async copies a
 // chunk of the block's weight rows and of all the step's activations into a stage, skinny_stages - 1
 // chunks ahead of the one being multiplied (the first ones' weights before griddepcontrol.wait, as
-// the GEMV does), so each SM keeps ~150 KB of loads in flight without holding them in registers, and
+// the GEMV does), so a block keeps two stages of loads in flight (28-61 KB at 8-32 tokens with the
+// default knobs) without holding them in registers, and
 // the activations are read from L2 once per block: activation traffic is weights x tokens / R
 // instead of weights x tokens / 16. Each warp then multiplies its rows from shared memory:
 // lane (g, q) takes inputs [8 q, 8 q + 8) of a 32-input step of rows g and g + 8 and of token g,
@@ -274,7 +275,8 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
 }
 
 // Blocks per cluster: the fewest (a power of two up to 8) that give at least
-// HP_CUDA_SKINNY_TARGET_BLOCKS blocks over all row blocks, each block keeping at least four chunks.
+// HP_CUDA_SKINNY_TARGET_BLOCKS blocks over all row blocks, keeping four chunks per block on average
+// (the last blocks of a cluster may get fewer, or none).
 inline int skinny_cluster_size(int row_blocks, int n_in) {
     const int n_kc = (n_in + kSkinnyChunk - 1) / kSkinnyChunk;
     int size = 1;

@@ -273,7 +273,8 @@ static_assert(HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS >= 0, "attn_fd_small_max_tokens: 
 static_assert(HP_CUDA_SKINNY_MIN_TOKENS >= 0, "skinny_min_tokens: 0 (never) or more");
 static_assert(HP_CUDA_SKINNY_WARPS >= 1 && HP_CUDA_SKINNY_WARPS <= 8, "skinny_warps: 1..8");
 static_assert(HP_CUDA_SKINNY_TILES >= 1 && HP_CUDA_SKINNY_TILES <= 4, "skinny_tiles: 1..4");
-static_assert(HP_CUDA_SKINNY_UNROLL >= 1 && HP_CUDA_SKINNY_UNROLL <= 8, "skinny_unroll: 1..8");
+static_assert(HP_CUDA_SKINNY_UNROLL == 1 || HP_CUDA_SKINNY_UNROLL == 2 || HP_CUDA_SKINNY_UNROLL == 4 || HP_CUDA_SKINNY_UNROLL == 8,
+              "skinny_unroll: 1, 2, 4 or 8 (whole rows per copy pass)");
 static_assert(HP_CUDA_SKINNY_TARGET_BLOCKS >= 1, "skinny_target_blocks: positive");
 static_assert(HP_CUDA_SKINNY_MOE == 0 || HP_CUDA_SKINNY_MOE == 1, "skinny_moe: 0 or 1");
 static_assert(HP_CUDA_SKINNY_STAGES >= 2 && HP_CUDA_SKINNY_STAGES <= 8, "skinny_stages: 2..8 (the ring's size is checked in gemm_skinny.cuh)");
