@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     constexpr int MS = EPI == kSiluMul ? 2 : 1;  // sums per element
     const int n_unit = kTiles * (t_hi - t_lo), r = lane % 16;
     struct Unit {
-        bool exists;
+        bool exists, active;  // active: exists and its row is below n_out
         int tile, t, row;
     };
     auto unit_at = [&](int base) {
@@ -236,10 +236,11 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
         u.tile = u.exists ? unit % kTiles : 0;
         u.t = t_lo + (u.exists ? unit / kTiles : 0);
         u.row = row0 + u.tile * kTileRows + r;
+        u.active = u.exists && u.row < seg.n_out;
         return u;
     };
     Unit unit = unit_at(warp * 2);
-    Prior prior = load_prior<EPI>(p, seg, unit.t, unit.row, unit.exists && unit.row < seg.n_out);
+    Prior prior = load_prior<EPI>(p, seg, unit.t, unit.row, unit.active);
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();  // every block's partials (and 1/rms) are in its shared memory
     const float *rank_partial[8];
@@ -247,7 +248,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     for (int rank = 0; rank < 8; ++rank) rank_partial[rank] = rank < int(gridDim.x) ? cluster.map_shared_rank(partial, rank) : partial;
     for (int base = warp * 2; base < n_unit; base += kSkinnyWarps * 2) {
         const Unit next = unit_at(base + kSkinnyWarps * 2);
-        const Prior next_prior = base + kSkinnyWarps * 2 < n_unit ? load_prior<EPI>(p, seg, next.t, next.row, next.exists && next.row < seg.n_out) : Prior{};
+        const Prior next_prior = load_prior<EPI>(p, seg, next.t, next.row, next.active);  // zeros past the last unit
         float sum[MS];
 #pragma unroll
         for (int s = 0; s < MS; ++s) {
@@ -266,8 +267,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
             sum[s] = total;
         }
         // lead: the tile's first row, which exists (tiles wholly past n_out write no sum of squares)
-        const bool active = unit.exists && unit.row < seg.n_out;
-        store_element<EPI, MS>(p, seg, unit.t, unit.row, unit.row / kTileRows, active, active && r == 0, sum, prior);
+        store_element<EPI, MS>(p, seg, unit.t, unit.row, unit.row / kTileRows, unit.active, unit.active && r == 0, sum, prior);
         unit = next;
         prior = next_prior;
     }
@@ -314,10 +314,12 @@ void launch_skinny(Params p, cudaStream_t stream) {
         row_blocks += (p.segment[s].n_out + skinny_rows_of(EPI) - 1) / skinny_rows_of(EPI);
     }
     const dim3 grid(unsigned(skinny_cluster_size(row_blocks, p.n_in)), unsigned(row_blocks), 1);
-    if (p.n_token <= 8) launch_skinny_tokens<1, EPI>(p, grid, stream);
-    else if (p.n_token <= 16) launch_skinny_tokens<2, EPI>(p, grid, stream);
-    else if (p.n_token <= 32) launch_skinny_tokens<4, EPI>(p, grid, stream);
-    else launch_skinny_tokens<8, EPI>(p, grid, stream);
+    switch (token_tiles(p.n_token)) {
+        case 1: launch_skinny_tokens<1, EPI>(p, grid, stream); break;
+        case 2: launch_skinny_tokens<2, EPI>(p, grid, stream); break;
+        case 4: launch_skinny_tokens<4, EPI>(p, grid, stream); break;
+        default: launch_skinny_tokens<8, EPI>(p, grid, stream); break;
+    }
 }
 
 }  // namespace hp_cuda_gemv

@@ -562,6 +562,9 @@ void launch_tokens(const Params &p, dim3 grid, bool vec, cudaStream_t stream) {
     launch_pdl_clustered(kernel, grid, dim3(kWarps * 32), 0, grid.x, stream, p);
 }
 
+// Tiles of 8 tokens per pass of a launch of n_token tokens (1, 2, 4 or 8: the kernels' NB).
+inline int token_tiles(int n_token) { return n_token <= 8 ? 1 : n_token <= 16 ? 2 : n_token <= 32 ? 4 : 8; }
+
 // Fills the segments' first_block, picks the token tiles per pass, the cluster size and the load
 // path, and launches gemv_kernel on `stream`. EPI is the same for every segment.
 template <int EPI>
@@ -574,7 +577,7 @@ void launch_cluster(Params p, cudaStream_t stream) {
         tiles += (p.segment[s].n_out + kTileRows - 1) / kTileRows;
         vec = vec && aligned16(p.segment[s].w) && (EPI != kSiluMul || aligned16(p.segment[s].w2));
     }
-    const int nb = p.n_token <= 8 ? 1 : p.n_token <= 16 ? 2 : p.n_token <= 32 ? 4 : 8;
+    const int nb = token_tiles(p.n_token);
     auto go = [&](auto pipeline) {
         constexpr bool PIPE = decltype(pipeline)::value;
         const dim3 grid(unsigned(cluster_size(tiles, p.n_in, unroll_of(PIPE))), unsigned(tiles), unsigned((p.n_token + 8 * nb - 1) / (8 * nb)));

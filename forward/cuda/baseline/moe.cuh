@@ -416,7 +416,7 @@ void launch_experts(const ExpertParams &p, int n_expert, bool vec, cudaStream_t 
     const int slots = std::min(n_expert, p.n_token * p.k);
     const int tiles = (p.n_out + kTileRows - 1) / kTileRows / p.tiles_per_block + ((p.n_out + kTileRows - 1) / kTileRows % p.tiles_per_block != 0);
     vec = vec && p.n_in % 8 == 0 && hp_cuda_gemv::aligned16(p.x);
-    const int nb = p.n_token <= 8 ? 1 : p.n_token <= 16 ? 2 : p.n_token <= 32 ? 4 : 8;
+    const int nb = hp_cuda_gemv::token_tiles(p.n_token);
     switch (nb) {
         case 1: launch_expert_tokens<1, EPI>(p, tiles, slots, vec, stream); break;
         case 2: launch_expert_tokens<2, EPI>(p, tiles, slots, vec, stream); break;
