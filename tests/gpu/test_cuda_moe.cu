@@ -7,7 +7,8 @@
 // which every token picks the same experts (more tokens than one pass of the kernel holds), the
 // folded RMSNorm (1/rms from partial sums of x^2), 1..100 tokens; one-token steps through both
 // paths (routing kernel + grouped gate/up, and the expert kernels routing the token themselves,
-// knob moe_single_route). Outputs poisoned first; two runs bit-identical. Built with the plugin's
+// knob moe_single_route); the fused one-token kernel (moe_fused.cuh), which also computes the router
+// logits, on its own cases. Outputs poisoned first; two runs bit-identical. Built with the plugin's
 // knob values.
 //
 // Routing must match exactly, so router logits are drawn per token as a shuffled ladder with steps
@@ -16,7 +17,9 @@
 // rounded to bf16 (2^-8 relative) before down_proj, so each element of x is held to
 // 2^-7 * sum over slots and rows of |W_down act| (+ 1e-5): a wrong expert, token or weight moves an
 // element by O(1) of that sum. The norm operand is checked against the device's own x: 2^-8 relative
-// (bf16) + 1e-6.
+// (bf16) + 1e-6. For the fused kernel the router rows are built so that their logits land near that
+// ladder (plus noise); the host routes from the exact float64 logits of those bf16 rows, and the
+// device's float32 logits must match them to 1e-4.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "../../forward/cuda/baseline/moe.cuh"
+#include "../../forward/cuda/baseline/moe_fused.cuh"
 
 namespace {
 
@@ -104,6 +108,8 @@ struct Case {
     bool single_token = false;  // n_token 1: the one-token down kernel accumulates into x (next_norm: folded, gemv.cuh's NormOut)
     int down_tiles = 1;         // 16-row tiles per block of the grouped down
     bool single_route = false;  // single_token: the gate/up and down kernels route the token themselves (no routing kernel)
+    bool fused = false;         // single_token: the fused kernel (moe_fused.cuh) computes the router logits and runs the whole FFN
+    bool stage_down = false;    // fused: the block's down rows by bulk copies into shared memory where they fit
 };
 
 std::string describe(const Case &c) {
@@ -111,7 +117,7 @@ std::string describe(const Case &c) {
     return "n_token " + std::to_string(c.n_token) + ", experts " + std::to_string(c.n_expert) + " top-" + std::to_string(c.k) + ", d_model " +
            std::to_string(c.d_model) + ", d_ff " + std::to_string(c.d_ff) + ", " + routing + (c.norm_topk_prob ? ", norm_topk" : "") +
            (c.folded ? ", folded norm" : "") + (c.shared ? ", shared" : "") + (c.next_norm ? ", next norm" : "") +
-           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") +
+           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") + (c.fused ? (c.stage_down ? ", fused kernel, staged down" : ", fused kernel") : "") +
            (c.down_tiles > 1 ? ", down tiles " + std::to_string(c.down_tiles) : "");
 }
 
@@ -142,7 +148,7 @@ void run_case(const Case &c, uint32_t seed) {
     DeviceArena arena;
     const int n = c.n_token, E = c.n_expert, k = c.k, D = c.d_model, F = c.d_ff, P = std::min(c.n_physical, E);
     const size_t off = c.misaligned ? 1 : 0;
-    const std::vector<float> logits = router_logits(c, rng);
+    std::vector<float> logits = router_logits(c, rng);
     const Bf16Buffer h = random_bf16(rng, size_t(n) * D, 1.0f);
     std::vector<Bf16Buffer> gate(P), up(P), down(P);
     for (int e = 0; e < P; ++e) {
@@ -161,6 +167,35 @@ void run_case(const Case &c, uint32_t seed) {
     std::uniform_real_distribution<float> positive(0.0f, 4.0f * 16.0f);
     for (float &v : sum_sq) v = positive(rng);
     const float eps = 1e-6f;
+    // The fused kernel computes the logits itself: router rows built so that (row . h) / rms lands
+    // near the ladder above (plus noise off it), and the host routes from the exact logits of those
+    // bf16 rows in float64.
+    Bf16Buffer router;
+    if (c.fused) {
+        double h_sq = 0, inv_rms = 1;
+        for (int i = 0; i < D; ++i) h_sq += double(h.value[size_t(i)]) * h.value[size_t(i)];
+        if (c.folded) {
+            double sum = 0;
+            for (int i = 0; i < n_sum_sq; ++i) sum += sum_sq[size_t(i)];
+            inv_rms = 1.0 / std::sqrt(sum / D + eps);
+        }
+        router = random_bf16(rng, size_t(E) * D, float(0.005 / (inv_rms * std::sqrt(h_sq))));
+        for (int e = 0; e < E; ++e) {
+            double dot = 0;
+            for (int i = 0; i < D; ++i) {
+                const size_t at = size_t(e) * D + i;
+                router.host[at] = to_bf16_bits(router.value[at] + float(logits[size_t(e)] * h.value[size_t(i)] / (inv_rms * h_sq)));
+                router.value[at] = from_bf16_bits(router.host[at]);
+                dot += double(router.value[at]) * h.value[size_t(i)];
+            }
+            logits[size_t(e)] = float(dot * inv_rms);
+        }
+        std::vector<float> sorted(logits.begin(), logits.end());
+        std::sort(sorted.rbegin(), sorted.rend());
+        for (int rank = 0; rank < std::min(k + 1, E) - 1; ++rank) {
+            ASSERT_GT(sorted[size_t(rank)] - sorted[size_t(rank) + 1], 0.01f) << "router construction: near-tied logits";
+        }
+    }
 
     // Device inputs.
     std::vector<const __nv_bfloat16 *> tables(size_t(3 * E));
@@ -229,7 +264,35 @@ void run_case(const Case &c, uint32_t seed) {
         s.h_out = reinterpret_cast<__nv_bfloat16 *>(arena.filled<uint16_t>(size_t(n) * D, 0x7fc0));
     }
     for (void *ptr : arena.ptrs) ASSERT_NE(ptr, nullptr);
+    moe::FusedParams f;
+    if (c.fused) {
+        f.router = reinterpret_cast<const __nv_bfloat16 *>(arena.upload(router.host));
+        f.logits = arena.filled<float>(size_t(E), NAN);
+        f.h = s.h;
+        f.x_sum_sq = r.x_sum_sq;
+        f.n_sum_sq = r.n_sum_sq;
+        f.norm_eps = r.norm_eps;
+        f.n_expert = E;
+        f.k = k;
+        f.norm_topk_prob = c.norm_topk_prob;
+        f.expert_counts = r.expert_counts;
+        f.routing = r.routing;
+        f.gate = s.gate;
+        f.up = s.up;
+        f.down = s.down;
+        f.act = s.act;
+        f.x = s.x;
+        f.norm_out = s.norm_out;
+        f.barrier = arena.filled<unsigned long long>(1, 0ull);
+        f.d_model = D;
+        f.d_ff = F;
+        ASSERT_TRUE(c.single_token && moe::fused_fits(f, aligned)) << "a fused case the kernel does not take";
+    }
     auto run = [&] {
+        if (c.fused) {
+            ASSERT_EQ(moe::launch_fused(f, nullptr, c.stage_down), cudaSuccess);
+            return;
+        }
         moe::moe_experts(s, nullptr);
         if (!c.single_token) moe::moe_combine(s, nullptr);
     };
@@ -280,6 +343,10 @@ void run_case(const Case &c, uint32_t seed) {
     const auto got_active_expert = download(r.routing.active_expert, size_t(E));
     const auto got_start = download(r.routing.group_start, size_t(E) + 1);
     const auto got_pair = download(r.routing.group_pair, size_t(n) * k);
+    if (c.fused) {  // the router GEMV: float32 sums of the same bf16 products
+        const auto got_logits = download(f.logits, size_t(E));
+        for (int e = 0; e < E; ++e) ASSERT_NEAR(got_logits[size_t(e)], logits[size_t(e)], 1e-4) << "logit " << e;
+    }
     for (size_t i = 0; i < index.size(); ++i) {
         ASSERT_EQ(got_index[i], index[i]) << "pair " << i;
         ASSERT_NEAR(got_weight[i], weight[i], 1e-6 + 1e-5 * weight[i]) << "pair " << i;
@@ -431,6 +498,35 @@ TEST(CudaMoe, GroupedExpertsMatchHostMath) {
             Case routed = c;
             routed.single_route = true;
             run_case(routed, seed);
+        }
+        ++seed;
+    }
+}
+
+// The fused one-token kernel (moe_fused.cuh: router GEMV, routing, gate/up, down and the residual in
+// one launch) against the same host math, its logits included.
+TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    std::vector<Case> cases = {
+        // qwen3-30b-a3b's shapes, folded norm in and out
+        {1, 128, 8, 2048, 768, Routing::random, true, true, false, true, false, 16, true},
+        // 300 experts (10 logits per lane), 257 input chunks (two router and gate/up iterations)
+        {1, 300, 8, 2056, 72, Routing::random, true, true, false, true, false, 16, true},
+        // no folded norm, no next norm; d_ff of 13 chunks (fewer than a warp's lanes)
+        {1, 16, 3, 256, 104, Routing::random, true, false, false, false, false, 16, true},
+        // 256 tiles of d_model: blocks take several; d_ff of 25 chunks; no renormalisation
+        {1, 64, 6, 4096, 200, Routing::skewed, false, true, false, true, false, 16, true},
+        // top-k = every expert
+        {1, 8, 8, 512, 64, Routing::random, true, true, false, true, false, 16, true},
+        // down rows too many for shared memory (8 x 16 x 1024 x 2 bytes): register loads only
+        {1, 32, 8, 512, 1024, Routing::random, true, true, false, true, false, 16, true},
+    };
+    uint32_t seed = 100;
+    for (Case &c : cases) {  // both down paths: register loads after gate/up, and rows staged during it (knob moe_fused_stage_down)
+        c.fused = true;
+        for (bool stage : {false, true}) {
+            c.stage_down = stage;
+            run_case(c, seed);
         }
         ++seed;
     }

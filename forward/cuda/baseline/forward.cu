@@ -37,6 +37,7 @@
 #include "knobs.h"
 #include "l2_prefetch.h"
 #include "moe.cuh"
+#include "moe_fused.cuh"
 #include "step_kernel.cuh"
 
 namespace {
@@ -108,6 +109,8 @@ struct BaselineState {
     float *inv_freq = nullptr;
     float *partial = nullptr;  // attention partials [kTokenSplits * n_head][d_head + 2]
     int32_t *attn_counters = nullptr;  // flash-decoding split counters [kTokenSplits][n_head_kv], zero between steps
+    unsigned long long *moe_barrier = nullptr;  // the fused one-token MoE kernel's grid barrier counter (moe_fused.cuh), zero at create
+    unsigned long long *moe_trace = nullptr;  // HP_CUDA_MOE_FUSED_TRACE builds: [n_layer][SMs][kFusedTracePoints] of the last step
     Matrix lm_head;
     std::vector<LayerMatrices> layers;
     WeightStream weight_stream;  // the L2 prefetch plan (l2_prefetch.h); empty: no prefetch
@@ -554,6 +557,16 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
     state->attn_counters = static_cast<int32_t *>(state_alloc(*state, counter_bytes, state->allocations));
     if (!state->inv_freq || !state->partial || !state->attn_counters) return fail(HP_ERR_OUT_OF_MEMORY);
     cudaMemsetAsync(state->attn_counters, 0, counter_bytes, state->stream);
+    if (c.n_expert > 0) {
+        state->moe_barrier = static_cast<unsigned long long *>(state_alloc(*state, sizeof(unsigned long long), state->allocations));
+        if (!state->moe_barrier) return fail(HP_ERR_OUT_OF_MEMORY);
+        cudaMemsetAsync(state->moe_barrier, 0, sizeof(unsigned long long), state->stream);
+        if (HP_CUDA_MOE_FUSED_TRACE) {
+            const size_t bytes = size_t(c.n_layer) * hp_cuda_gemv::device_sm_count() * hp_cuda_moe::kFusedTracePoints * sizeof(unsigned long long);
+            state->moe_trace = static_cast<unsigned long long *>(state_alloc(*state, bytes, state->allocations));
+            if (state->moe_trace) cudaMemsetAsync(state->moe_trace, 0, bytes, state->stream);
+        }
+    }
     cudaMemcpyAsync(state->inv_freq, inv_freq.data(), inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice, state->stream);
     bool ok = as_matrix(*state, model->lm_head, state->lm_head);
     state->layers.resize(size_t(c.n_layer));
@@ -699,8 +712,49 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
     const FoldedNorm folded_norm;
     const FoldedNorm *norm = folded ? &folded_norm : nullptr;
     int32_t *counts = expert_counts ? expert_counts + int64_t(layer) * c.n_expert : nullptr;
-    bool ok = project(state, m.router, a.h, a.router, n_token, false, nullptr, norm);
     const bool grouped = grouped_moe(c);
+    const bool single_token = grouped && HP_CUDA_MOE_SINGLE_TOKEN && n_token == 1 && !present(w.shared_gate) && k <= hp_cuda_moe::kMaxSingleExperts;
+    const bool fold_next = HP_CUDA_GEMV_NORM && use_gemv(state, n_token) && next_norm;
+    if (single_token && HP_CUDA_MOE_FUSED) {  // router to residual in one launch (moe_fused.cuh)
+        hp_cuda_moe::FusedParams f;
+        f.router = m.router.w;
+        f.logits = a.router;
+        f.h = a.h;
+        if (folded) {
+            f.x_sum_sq = a.sum_sq;
+            f.n_sum_sq = (c.d_model + hp_cuda_gemv::kTileRows - 1) / hp_cuda_gemv::kTileRows;
+            f.norm_eps = c.norm_eps;
+        }
+        f.n_expert = c.n_expert;
+        f.k = k;
+        f.norm_topk_prob = c.norm_topk_prob;
+        f.expert_counts = counts;
+        f.routing = {a.expert_index, a.expert_weight, a.n_active, a.active_expert, a.group_start, a.group_pair, a.inv_rms};
+        f.gate = m.expert_tables;
+        f.up = m.expert_tables + c.n_expert;
+        f.down = m.expert_tables + 2 * c.n_expert;
+        f.act = a.expert_act;
+        f.x = a.x;
+        f.barrier = state.moe_barrier;
+        if (state.moe_trace) f.trace = state.moe_trace + size_t(layer) * hp_cuda_gemv::device_sm_count() * hp_cuda_moe::kFusedTracePoints;
+        f.d_model = c.d_model;
+        f.d_ff = width;
+        if (fold_next) {
+            f.norm_out.h = a.h;
+            f.norm_out.w = next_norm->data;
+            f.norm_out.w_dtype = next_norm->dtype;
+            f.norm_out.sum_sq = a.sum_sq;
+        }
+        if (m.router.n_in == c.d_model && hp_cuda_moe::fused_fits(f, m.experts_aligned)) {
+            if (const cudaError_t code = hp_cuda_moe::launch_fused(f, state.stream); code != cudaSuccess) {
+                log_message(state, HP_LOG_ERROR, "fused MoE launch", cudaGetErrorString(code));
+                return false;
+            }
+            if (fold_next) next = NextInput::folded;
+            return true;
+        }
+    }
+    bool ok = project(state, m.router, a.h, a.router, n_token, false, nullptr, norm);
     hp_cuda_moe::MoeStep step;
     if (grouped) {
         hp_cuda_moe::RouteParams &r = step.route;
@@ -728,9 +782,8 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
         step.out = a.expert_out;
         step.x = a.x;
         step.down_tiles = n_token >= HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS ? HP_CUDA_MOE_DOWN_TILES : 1;
-        step.single_token = HP_CUDA_MOE_SINGLE_TOKEN && n_token == 1 && !present(w.shared_gate) && k <= hp_cuda_moe::kMaxSingleExperts;
-        const bool fold = HP_CUDA_GEMV_NORM && use_gemv(state, n_token);
-        if (step.single_token && next_norm && fold) {
+        step.single_token = single_token;
+        if (step.single_token && fold_next) {
             step.norm_out.h = a.h;
             step.norm_out.w = next_norm->data;
             step.norm_out.w_dtype = next_norm->dtype;
@@ -918,10 +971,48 @@ void log_step_trace(const BaselineState &state) {
     log_message(state, HP_LOG_INFO, "persistent trace", line);
 }
 
+// HP_CUDA_MOE_FUSED_TRACE builds: the last step's fused MoE kernels, averaged over the layers: per
+// block the time to pass griddepcontrol.wait after it started, the router rows, barrier 1, the
+// routing, the gate/up rows, barrier 2 and down; the kernel's span (first block past the wait to
+// the last block's end) and the gate/up phase's span (first block routed to the last one done).
+void log_moe_trace(const BaselineState &state) {
+    constexpr int P = hp_cuda_moe::kFusedTracePoints;
+    const size_t grid = size_t(hp_cuda_gemv::device_sm_count()), n_layer = size_t(state.model->config.n_layer);
+    std::vector<unsigned long long> trace(n_layer * grid * P);
+    if (cudaMemcpy(trace.data(), state.moe_trace, trace.size() * sizeof(trace[0]), cudaMemcpyDeviceToHost) != cudaSuccess) return;
+    double phase[P - 1] = {}, span = 0, gate_up_span = 0;
+    int layers = 0;
+    for (size_t l = 0; l < n_layer; ++l) {
+        const unsigned long long *t = &trace[l * grid * P];
+        if (t[0] == 0) continue;
+        unsigned long long first_wait = ~0ull, last_end = 0, first_routed = ~0ull, last_gate_up = 0;
+        for (size_t b = 0; b < grid; ++b) {
+            const unsigned long long *bt = t + b * P;
+            for (int k = 0; k + 1 < P; ++k) phase[k] += double(bt[k + 1] - bt[k]) / double(grid) / 1e3;
+            first_wait = std::min(first_wait, bt[1]);
+            last_end = std::max(last_end, bt[7]);
+            first_routed = std::min(first_routed, bt[4]);
+            last_gate_up = std::max(last_gate_up, bt[5]);
+        }
+        span += double(last_end - first_wait) / 1e3;
+        gate_up_span += double(last_gate_up - first_routed) / 1e3;
+        ++layers;
+    }
+    if (!layers) return;
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "per layer, us: span %.2f, gate/up span %.2f; per block: wait %.2f, router %.2f, barrier 1 %.2f, route %.2f, gate/up %.2f, "
+                  "barrier 2 %.2f, down %.2f",
+                  span / layers, gate_up_span / layers, phase[0] / layers, phase[1] / layers, phase[2] / layers, phase[3] / layers,
+                  phase[4] / layers, phase[5] / layers, phase[6] / layers);
+    log_message(state, HP_LOG_INFO, "fused MoE trace", line);
+}
+
 void baseline_destroy(void *state_ptr) {
     auto *state = static_cast<BaselineState *>(state_ptr);
     cudaStreamSynchronize(state->stream);
     if (state->step_trace) log_step_trace(*state);
+    if (state->moe_trace) log_moe_trace(*state);
     cublasDestroy(state->cublas);
     for (void *ptr : state->allocations) state->services.free(state->services.ctx, ptr);
     for (void *ptr : state->activation_allocations) state->services.free(state->services.ctx, ptr);

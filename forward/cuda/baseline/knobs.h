@@ -158,6 +158,11 @@
 #ifndef HP_CUDA_PERSISTENT_TRACE
 #define HP_CUDA_PERSISTENT_TRACE 0
 #endif
+// Not a tuning knob either: a diagnostic build of the fused one-token MoE kernel (-DHP_CUDA_MOE_FUSED_TRACE=1)
+// records per block when each phase ends, and the plugin logs the last step's phase times at destroy.
+#ifndef HP_CUDA_MOE_FUSED_TRACE
+#define HP_CUDA_MOE_FUSED_TRACE 0
+#endif
 #ifndef HP_CUDA_PERSISTENT_STAGE_KB
 #define HP_CUDA_PERSISTENT_STAGE_KB 32
 #endif
@@ -172,6 +177,21 @@
 #endif
 #ifndef HP_CUDA_MOE_SINGLE_DOWN_UNROLL
 #define HP_CUDA_MOE_SINGLE_DOWN_UNROLL 6
+#endif
+#ifndef HP_CUDA_MOE_FUSED
+#define HP_CUDA_MOE_FUSED 1
+#endif
+#ifndef HP_CUDA_MOE_FUSED_WARPS
+#define HP_CUDA_MOE_FUSED_WARPS 16
+#endif
+#ifndef HP_CUDA_MOE_FUSED_UNROLL
+#define HP_CUDA_MOE_FUSED_UNROLL 8
+#endif
+#ifndef HP_CUDA_MOE_FUSED_STAGE_DOWN
+#define HP_CUDA_MOE_FUSED_STAGE_DOWN 0
+#endif
+#ifndef HP_CUDA_MOE_FUSED_DOWN_UNROLL
+#define HP_CUDA_MOE_FUSED_DOWN_UNROLL 12
 #endif
 #ifndef HP_CUDA_ATTN_FD_REDUCE_UNROLL
 #define HP_CUDA_ATTN_FD_REDUCE_UNROLL 8
@@ -261,12 +281,18 @@ static_assert(HP_CUDA_PERSISTENT_STAGE_KB == 8 || HP_CUDA_PERSISTENT_STAGE_KB ==
               "persistent_stage_kb: 8, 16 or 32");
 static_assert(HP_CUDA_PERSISTENT_L2_ITEMS >= 0 && HP_CUDA_PERSISTENT_L2_ITEMS <= 64, "persistent_l2_items: 0..64");
 static_assert(HP_CUDA_PERSISTENT_TRACE == 0 || HP_CUDA_PERSISTENT_TRACE == 1, "HP_CUDA_PERSISTENT_TRACE: 0 or 1");
+static_assert(HP_CUDA_MOE_FUSED_TRACE == 0 || HP_CUDA_MOE_FUSED_TRACE == 1, "HP_CUDA_MOE_FUSED_TRACE: 0 or 1");
 static_assert(HP_CUDA_PERSISTENT_STAGES >= 2 && HP_CUDA_PERSISTENT_STAGES * HP_CUDA_PERSISTENT_STAGE_KB <= 192,
               "persistent_stages: 2 or more, at most 192 KB of ring");
 static_assert(HP_CUDA_MOE_SINGLE_ROUTE == 0 || HP_CUDA_MOE_SINGLE_ROUTE == 1, "moe_single_route: 0 or 1");
 static_assert(HP_CUDA_MOE_SINGLE_WARPS >= 1 && HP_CUDA_MOE_SINGLE_WARPS <= 32, "moe_single_warps: 1..32");
 static_assert(HP_CUDA_MOE_SINGLE_UNROLL >= 1 && HP_CUDA_MOE_SINGLE_UNROLL <= 16, "moe_single_unroll: 1..16");
 static_assert(HP_CUDA_MOE_SINGLE_DOWN_UNROLL >= 1 && HP_CUDA_MOE_SINGLE_DOWN_UNROLL <= 16, "moe_single_down_unroll: 1..16");
+static_assert(HP_CUDA_MOE_FUSED == 0 || HP_CUDA_MOE_FUSED == 1, "moe_fused: 0 or 1");
+static_assert(HP_CUDA_MOE_FUSED_WARPS >= 1 && HP_CUDA_MOE_FUSED_WARPS <= 32, "moe_fused_warps: 1..32");
+static_assert(HP_CUDA_MOE_FUSED_UNROLL >= 1 && HP_CUDA_MOE_FUSED_UNROLL <= 16, "moe_fused_unroll: 1..16");
+static_assert(HP_CUDA_MOE_FUSED_STAGE_DOWN == 0 || HP_CUDA_MOE_FUSED_STAGE_DOWN == 1, "moe_fused_stage_down: 0 or 1");
+static_assert(HP_CUDA_MOE_FUSED_DOWN_UNROLL >= 1 && HP_CUDA_MOE_FUSED_DOWN_UNROLL <= 32, "moe_fused_down_unroll: 1..32");
 static_assert(HP_CUDA_ATTN_FD_REDUCE_UNROLL >= 1 && HP_CUDA_ATTN_FD_REDUCE_UNROLL <= 64, "attn_fd_reduce_unroll: 1..64");
 static_assert(HP_CUDA_ATTN_FD_SMALL_WARPS >= 1 && HP_CUDA_ATTN_FD_SMALL_WARPS <= 8, "attn_fd_small_warps: 1..8 (shared memory of the block)");
 static_assert(HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS >= 0, "attn_fd_small_max_tokens: 0 (never) or more");

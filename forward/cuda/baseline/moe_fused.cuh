@@ -1,0 +1,376 @@
+// One-token MoE FFN in one launch (knob moe_fused): the router GEMV, the routing, gate/up/SiLU and
+// down_proj of the k chosen experts, accumulated into the residual with the next RMSNorm folded.
+// It replaces the four launches of the one-token path (router GEMV, route_group_kernel, the grouped
+// gate/up, expert_down_single_kernel), each of which paid a launch boundary for a few microseconds
+// of bytes: qwen3-30b-a3b batch 1 spent ~42 us a layer on them for ~18 us of expert weights.
+//
+// One block per SM (cooperative launch, so all are resident), moe_fused_warps warps each; every
+// warp streams whole weight rows with 16-byte loads into registers (no reduction across warps or
+// blocks), in four phases with two grid-wide barriers:
+//   router   warp w of the grid takes router rows w, w + warps, ...; its first row's loads are
+//            issued before griddepcontrol.wait (the only weights known before the previous kernel
+//            ends). logit = (row . h) / rms, to `logits`.                               barrier 1
+//   route    every block routes the token itself from the logits (route_single: softmax, top-k,
+//            ties to the lower index, the experts in id order) and looks up their matrices; block
+//            0 writes the routing (as the one-token gate/up of moe_single_route does).
+//   gate/up  items (expert a, row j) of the k * d_ff rows, warp w of the grid taking items w,
+//            w + warps, ... (a block's warps take consecutive rows): act[a][j] = bf16(weight[a] *
+//            silu(g) * u), g and u scaled by 1/rms.
+//   down     block b takes 16-row tiles b, b + blocks, ... of d_model and all k experts' rows of
+//            each tile; the first loads of its first tile are issued before           barrier 2
+//            (they do not depend on act), then act comes to shared memory. Per row the k experts'
+//            dot products are added in expert order, then x += sum, and with norm_out the next
+//            norm's bf16 operand and the tile's sum of x^2, exactly as expert_down_single_kernel.
+// The grid barrier is a 64-bit counter that only grows, so launches need no memset and a step stays
+// graph-capturable. Deterministic: fixed assignment, fixed order, no atomics
+// on values. Requires (fused_fits): one token, no shared expert, d_model and d_ff multiples of 8,
+// 16-byte aligned matrices and buffers, bf16 router, k <= kMaxSingleExperts.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "gemv.cuh"
+#include "knobs.h"
+#include "moe_route.cuh"
+
+namespace hp_cuda_moe {
+
+using hp_cuda_gemv::kTileRows;
+
+constexpr int kFusedWarps = HP_CUDA_MOE_FUSED_WARPS;            // warps per block
+constexpr int kFusedUnroll = HP_CUDA_MOE_FUSED_UNROLL;          // router, gate/up: 16-byte loads per lane and matrix per iteration
+constexpr int kFusedDownUnroll = HP_CUDA_MOE_FUSED_DOWN_UNROLL; // down: 16-byte loads per lane per iteration
+constexpr int kFusedMaxShared = 216 * 1024;                     // dynamic shared memory the kernel may take (beside its static)
+// HP_CUDA_MOE_FUSED_TRACE: per block, when it starts, passes griddepcontrol.wait, has written its
+// logits, passes barrier 1, has routed, has done its gate/up rows, passes barrier 2, and ends.
+constexpr int kFusedTracePoints = 8;
+
+struct FusedParams {
+    const __nv_bfloat16 *router = nullptr;  // bf16 [n_expert][d_model]
+    float *logits = nullptr;                // f32 [n_expert]: the router's output (written, then read by every block)
+    const __nv_bfloat16 *h = nullptr;       // bf16 [d_model]: the FFN input (bf16(x * ffn_norm) when folded)
+    const float *x_sum_sq = nullptr;        // optional: f32 [n_sum_sq] partial sums of x^2 (folded norm)
+    int n_sum_sq = 0;
+    float norm_eps = 0.0f;
+    int n_expert = 0, k = 0, norm_topk_prob = 0;
+    int32_t *expert_counts = nullptr;       // optional [n_expert], += picks
+    Routing routing;                        // written as the one-token lists
+    const __nv_bfloat16 *const *gate = nullptr, *const *up = nullptr, *const *down = nullptr;  // device tables [n_expert]
+    __nv_bfloat16 *act = nullptr;           // bf16 [k][d_ff], grouped order
+    float *x = nullptr;                     // f32 [d_model] residual
+    hp_cuda_gemv::NormOut norm_out;         // optional: the next norm's operand and tile sums
+    unsigned long long *barrier = nullptr;  // the grid barrier's arrivals: zero before the first launch, then left to grow
+    bool stage_down = false;                // each block's first tile of down rows by bulk copies into shared memory (launch_fused sets it)
+    unsigned long long *trace = nullptr;    // HP_CUDA_MOE_FUSED_TRACE builds, optional: [gridDim.x][kFusedTracePoints] global timer (ns)
+    int d_model = 0, d_ff = 0;
+};
+
+// Grid-wide barrier of a fully resident grid over a 64-bit counter that only grows (it never wraps):
+// each block adds one (release) and waits (acquire) until the counter reaches the next multiple of
+// the grid, so launches need no reset as long as every launch has the same grid. Writes before the
+// barrier are visible to reads after it.
+__device__ inline void fused_grid_sync(unsigned long long *counter) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long old;
+        __threadfence();  // the block's writes (ordered before thread 0 by __syncthreads), as cooperative_groups' grid sync
+        asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
+        const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
+        unsigned long long seen = old + 1;
+        while (seen < target) asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// Dynamic shared memory, in bytes from its start: h (bf16 [d_model]), act (bf16 [k][d_ff]), the
+// logits (f32 [n_expert]), the down partials (f32 [k][16]), the staged rows' mbarrier and, when the
+// block's down rows are staged, those rows (bf16 [k][16][d_ff], 128-byte aligned).
+struct FusedLayout {
+    size_t h, act, logits, partial, bar, down, total;
+};
+__host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k, int n_expert, bool staged) {
+    FusedLayout l;
+    l.h = 0;
+    l.act = l.h + size_t(d_model) * 2;
+    l.logits = l.act + size_t(k) * d_ff * 2;
+    l.partial = l.logits + size_t(n_expert) * 4;
+    l.bar = l.partial + size_t(k) * kTileRows * 4;
+    l.down = (l.bar + 8 + 127) / 128 * 128;
+    l.total = staged ? l.down + size_t(k) * kTileRows * d_ff * 2 : l.bar + 8;
+    return l;
+}
+
+template <int PER_LANE>
+__global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(const __grid_constant__ FusedParams p) {
+    constexpr int U = kFusedUnroll, DU = kFusedDownUnroll, W = kFusedWarps;
+    extern __shared__ __align__(128) unsigned char fused_shared[];
+    __shared__ SingleRoute route_s;
+    __shared__ const __nv_bfloat16 *gate_s[kMaxSingleExperts], *up_s[kMaxSingleExperts], *down_s[kMaxSingleExperts];
+    __shared__ float inv_rms_s;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int n_warp = int(gridDim.x) * W, gw = int(blockIdx.x) * W + warp;
+    const int D = p.d_model, F = p.d_ff, k = p.k, n_expert = p.n_expert;
+    const int n_chunk = D / 8, n_chunk_f = F / 8, n_tile = (D + kTileRows - 1) / kTileRows;
+    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down);
+    auto *h_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.h);
+    auto *act_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.act);
+    auto *logits_s = reinterpret_cast<float *>(fused_shared + layout.logits);
+    auto *partial_s = reinterpret_cast<float *>(fused_shared + layout.partial);
+    auto *down_bar = reinterpret_cast<uint64_t *>(fused_shared + layout.bar);
+    auto *down_stage = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.down);
+    const bool staged = p.stage_down && int(blockIdx.x) < n_tile;  // this block's first tile comes by bulk copies
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    auto trace = [&](int point) {
+        if (HP_CUDA_MOE_FUSED_TRACE && p.trace && threadIdx.x == 0) {
+            unsigned long long ns;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+            p.trace[blockIdx.x * kFusedTracePoints + point] = ns;
+        }
+    };
+    trace(0);
+
+    // Router: the first row's first loads before the previous kernel is done.
+    uint4 wr[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int c = lane + 32 * u;
+        wr[u] = gw < n_expert && c < n_chunk ? hp_cuda_gemv::load_stream(p.router + int64_t(gw) * D + c * 8) : zero;
+    }
+    if (threadIdx.x == 0 && staged) {
+        hp_cuda_gemv::mbarrier_init(down_bar, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    hp_cuda_gemv::wait_for_previous_grid();
+    hp_cuda_gemv::launch_dependents();
+    trace(1);
+    if (warp == 0) {
+        const float inv_rms = p.x_sum_sq ? hp_cuda_gemv::warp_inv_rms(p.x_sum_sq, p.n_sum_sq, D, p.norm_eps) : 1.0f;
+        if (lane == 0) inv_rms_s = inv_rms;
+    }
+    for (int i = threadIdx.x; i < n_chunk; i += W * 32) reinterpret_cast<uint4 *>(h_s)[i] = reinterpret_cast<const uint4 *>(p.h)[i];
+    __syncthreads();
+    const float inv_rms = inv_rms_s;
+    for (int e = gw; e < n_expert; e += n_warp) {
+        float dot = 0.0f;
+        for (int c0 = 0; c0 < n_chunk; c0 += 32 * U) {
+            if (e != gw || c0 != 0) {
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int c = c0 + lane + 32 * u;
+                    wr[u] = c < n_chunk ? hp_cuda_gemv::load_stream(p.router + int64_t(e) * D + c * 8) : zero;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int c = c0 + lane + 32 * u;
+                if (c < n_chunk) dot = hp_cuda_gemv::dot_chunk(dot, wr[u], reinterpret_cast<const uint4 *>(h_s)[c]);
+            }
+        }
+        for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        if (lane == 0) p.logits[e] = dot * inv_rms;
+    }
+    if (HP_CUDA_MOE_FUSED_TRACE) __syncthreads();
+    trace(2);
+    fused_grid_sync(p.barrier);
+    trace(3);
+
+    // Route: every block from the same logits with the same arithmetic.
+    if (warp == 0) {
+        for (int e = lane; e < n_expert; e += 32) logits_s[e] = __ldcg(p.logits + e);
+        __syncwarp();
+        route_single<PER_LANE>(logits_s, n_expert, k, p.norm_topk_prob, route_s);
+        for (int a = lane; a < k; a += 32) {
+            const int expert = route_s.expert[a];
+            gate_s[a] = p.gate[expert];
+            up_s[a] = p.up[expert];
+            down_s[a] = p.down[expert];
+        }
+        __syncwarp();
+        if (lane == 0 && staged) {  // the first tile's down rows of the k experts, streamed during gate/up
+            const int rows = min(kTileRows, D - int(blockIdx.x) * kTileRows);
+            const uint32_t bytes = uint32_t(rows) * uint32_t(F) * 2u;
+            hp_cuda_gemv::mbarrier_arrive_expect_tx(down_bar, uint32_t(k) * bytes);
+            for (int a = 0; a < k; ++a) {
+                hp_cuda_gemv::bulk_copy(down_stage + int64_t(a) * kTileRows * F, down_s[a] + int64_t(blockIdx.x) * kTileRows * F, bytes, down_bar);
+            }
+        }
+        if (blockIdx.x == 0) {
+            const Routing &r = p.routing;
+            for (int a = lane; a < k; a += 32) {
+                const int slot = route_s.slot[a];
+                r.expert_index[slot] = route_s.expert[a];
+                r.expert_weight[slot] = route_s.weight[a];
+                r.active_expert[a] = route_s.expert[a];
+                r.group_start[a] = a;
+                r.group_pair[a] = slot;
+                if (p.expert_counts) atomicAdd(p.expert_counts + route_s.expert[a], 1);
+            }
+            if (lane == 0) {
+                *r.n_active = k;
+                r.group_start[k] = k;
+                if (r.inv_rms) r.inv_rms[0] = inv_rms;
+            }
+        }
+    }
+    __syncthreads();
+    trace(4);
+
+    // Gate/up: one row of gate and of up per item, a warp's whole row in flight.
+    for (int i = gw; i < k * F; i += n_warp) {
+        const int a = i / F, j = i - a * F;
+        const __nv_bfloat16 *g_row = gate_s[a] + int64_t(j) * D, *u_row = up_s[a] + int64_t(j) * D;
+        float g = 0.0f, u_sum = 0.0f;
+        for (int c0 = 0; c0 < n_chunk; c0 += 32 * U) {
+            uint4 wg[U], wu[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int c = c0 + lane + 32 * u;
+                wg[u] = c < n_chunk ? hp_cuda_gemv::load_stream(g_row + c * 8) : zero;
+                wu[u] = c < n_chunk ? hp_cuda_gemv::load_stream(u_row + c * 8) : zero;
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int c = c0 + lane + 32 * u;
+                if (c >= n_chunk) break;
+                const uint4 xv = reinterpret_cast<const uint4 *>(h_s)[c];
+                g = hp_cuda_gemv::dot_chunk(g, wg[u], xv);
+                u_sum = hp_cuda_gemv::dot_chunk(u_sum, wu[u], xv);
+            }
+        }
+        for (int offset = 16; offset > 0; offset /= 2) {
+            g += __shfl_xor_sync(0xffffffffu, g, offset);
+            u_sum += __shfl_xor_sync(0xffffffffu, u_sum, offset);
+        }
+        if (lane == 0) {
+            g *= inv_rms;
+            u_sum *= inv_rms;
+            p.act[i] = __float2bfloat16_rn(route_s.weight[a] * (g / (1.0f + __expf(-g)) * u_sum));
+        }
+    }
+
+    // Down: the tile's pairs (expert a, row r), pair = a * 16 + r, warp w taking pairs w, w + W, ...;
+    // a lane's units walk those pairs in order, chunks lane + 32 m of each row (cpl per row).
+    const int n_pair = k * kTileRows;
+    const int cpl = (n_chunk_f + 31) / 32;
+    const int n_unit = (warp < n_pair ? (n_pair - warp + W - 1) / W : 0) * cpl;
+    uint4 wd[DU];
+    auto load_units = [&](int tile, int m0) {
+#pragma unroll
+        for (int u = 0; u < DU; ++u) {
+            const int m = m0 + u, pi = m / cpl, c = lane + 32 * (m - pi * cpl);
+            const int pair = warp + W * pi, a = pair / kTileRows, row = tile * kTileRows + pair % kTileRows;
+            wd[u] = m < n_unit && c < n_chunk_f && row < D ? hp_cuda_gemv::load_stream(down_s[a] + int64_t(row) * F + c * 8) : zero;
+        }
+    };
+    if (int(blockIdx.x) < n_tile && !staged) load_units(blockIdx.x, 0);  // before the barrier: the weights do not depend on act
+    if (HP_CUDA_MOE_FUSED_TRACE) __syncthreads();
+    trace(5);
+    fused_grid_sync(p.barrier);
+    trace(6);
+    for (int i = threadIdx.x; i < k * n_chunk_f; i += W * 32) reinterpret_cast<uint4 *>(act_s)[i] = __ldcg(reinterpret_cast<const uint4 *>(p.act) + i);
+    __syncthreads();
+    for (int tile = blockIdx.x; tile < n_tile; tile += gridDim.x) {
+        float acc = 0.0f;
+        if (staged && tile == int(blockIdx.x)) {  // the rows are in shared memory: pair by pair
+            hp_cuda_gemv::mbarrier_wait(down_bar, 0);
+            for (int pair = warp; pair < n_pair; pair += W) {
+                const int a = pair / kTileRows, row = tile * kTileRows + pair % kTileRows;
+                float dot = 0.0f;
+                if (row < D) {
+                    const auto *w_row = reinterpret_cast<const uint4 *>(down_stage + int64_t(pair) * F);
+                    const auto *act_row = reinterpret_cast<const uint4 *>(act_s + int64_t(a) * F);
+                    for (int c = lane; c < n_chunk_f; c += 32) dot = hp_cuda_gemv::dot_chunk(dot, w_row[c], act_row[c]);
+                }
+                for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+                if (lane == 0) partial_s[pair] = dot;
+            }
+        }
+        for (int m0 = 0; m0 < (staged && tile == int(blockIdx.x) ? 0 : n_unit); m0 += DU) {
+            if (m0 > 0 || tile != int(blockIdx.x)) load_units(tile, m0);
+#pragma unroll
+            for (int u = 0; u < DU; ++u) {
+                const int m = m0 + u;
+                if (m >= n_unit) break;  // warp-uniform
+                const int pi = m / cpl, c = lane + 32 * (m - pi * cpl), pair = warp + W * pi, a = pair / kTileRows;
+                if (c < n_chunk_f) acc = hp_cuda_gemv::dot_chunk(acc, wd[u], reinterpret_cast<const uint4 *>(act_s + int64_t(a) * F)[c]);
+                if (m - pi * cpl == cpl - 1) {  // the pair's last unit (warp-uniform)
+                    for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+                    if (lane == 0) partial_s[pair] = acc;
+                    acc = 0.0f;
+                }
+            }
+        }
+        __syncthreads();
+        if (warp == 0) {  // the tile's rows: lanes 0..15 (16..31 add zeros to the shuffles)
+            const int row = tile * kTileRows + lane % kTileRows;
+            const bool active = lane < kTileRows && row < D;
+            float sum = 0.0f;
+            for (int a = 0; a < k; ++a) sum += partial_s[a * kTileRows + lane % kTileRows];
+            const float x_new = active ? p.x[row] + sum : 0.0f;
+            if (active) p.x[row] = x_new;
+            if (p.norm_out.h) {
+                if (active) p.norm_out.h[row] = __float2bfloat16_rn(x_new * hp_cuda_gemv::load_bias(p.norm_out.w_dtype, p.norm_out.w, row));
+                float square = x_new * x_new;
+                for (int offset = kTileRows / 2; offset > 0; offset /= 2) square += __shfl_xor_sync(0xffffffffu, square, offset);
+                if (lane == 0) p.norm_out.sum_sq[tile] = square;
+            }
+        }
+        __syncthreads();  // partial_s is rewritten by the next tile
+    }
+    trace(7);
+}
+
+// Whether the fused kernel takes a one-token MoE FFN of these shapes and buffers.
+inline bool fused_fits(const FusedParams &p, bool experts_aligned) {
+    using hp_cuda_gemv::aligned16;
+    return experts_aligned && p.d_model % 8 == 0 && p.d_ff % 8 == 0 && p.k >= 1 && p.k <= kMaxSingleExperts && p.k <= p.n_expert &&
+           p.n_expert <= kMaxExpert && aligned16(p.router) && aligned16(p.h) && aligned16(p.act) && p.barrier &&
+           fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, false).total <= size_t(kFusedMaxShared);
+}
+
+// Launches the fused kernel (the caller checked fused_fits): one block per SM, cooperative (all
+// resident: the grid barriers need it) and, with HP_CUDA_PDL, a programmatic dependent of the
+// previous kernel; `stage_down` (knob moe_fused_stage_down) where the rows fit. Every launch on one
+// barrier counter must have the same grid (the device's SMs). Returns the launch's error.
+inline cudaError_t launch_fused(FusedParams p, cudaStream_t stream, bool stage_down = HP_CUDA_MOE_FUSED_STAGE_DOWN) {
+    const int per_lane = (p.n_expert + 31) / 32;
+    void (*kernel)(FusedParams) = per_lane <= 1   ? moe_fused_single_kernel<1>
+                                  : per_lane <= 2 ? moe_fused_single_kernel<2>
+                                  : per_lane <= 4 ? moe_fused_single_kernel<4>
+                                  : per_lane <= 8 ? moe_fused_single_kernel<8>
+                                                  : moe_fused_single_kernel<kMaxExpert / 32>;
+    // Down rows staged where the block's share fits beside the rest (qwen3-30b-a3b: 192 KB of 209).
+    p.stage_down = stage_down && fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, true).total <= size_t(kFusedMaxShared);
+    const size_t shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, p.stage_down).total;
+    // Opt in to the launch's own size only: a larger maximum measured slower in the step.
+    if (const cudaError_t code = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)); code != cudaSuccess) {
+        return code;
+    }
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(hp_cuda_gemv::device_sm_count()));
+    config.blockDim = dim3(kFusedWarps * 32);
+    config.dynamicSmemBytes = shared;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[2];
+    unsigned n_attribute = 0;
+#ifndef HP_CUDA_MOE_FUSED_NO_COOP
+    attribute[n_attribute].id = cudaLaunchAttributeCooperative;
+    attribute[n_attribute].val.cooperative = 1;
+    ++n_attribute;
+#endif
+    if (HP_CUDA_PDL) {
+        attribute[n_attribute].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute[n_attribute].val.programmaticStreamSerializationAllowed = 1;
+        ++n_attribute;
+    }
+    config.attrs = attribute;
+    config.numAttrs = n_attribute;
+    return cudaLaunchKernelEx(&config, kernel, p);
+}
+
+}  // namespace hp_cuda_moe
