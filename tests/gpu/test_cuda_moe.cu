@@ -286,7 +286,7 @@ void run_case(const Case &c, uint32_t seed) {
         f.barrier = arena.filled<unsigned long long>(1, 0ull);
         f.d_model = D;
         f.d_ff = F;
-        ASSERT_TRUE(c.single_token && moe::fused_fits(f, aligned)) << "a fused case the kernel does not take";
+        ASSERT_TRUE(c.single_token && moe::fused_fits(f, aligned) && moe::fused_resident(f, c.stage_down)) << "a fused case the kernel does not take";
     }
     auto run = [&] {
         if (c.fused) {

@@ -745,7 +745,7 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
             f.norm_out.w_dtype = next_norm->dtype;
             f.norm_out.sum_sq = a.sum_sq;
         }
-        if (m.router.n_in == c.d_model && hp_cuda_moe::fused_fits(f, m.experts_aligned)) {
+        if (m.router.n_in == c.d_model && hp_cuda_moe::fused_fits(f, m.experts_aligned) && hp_cuda_moe::fused_resident(f)) {
             if (const cudaError_t code = hp_cuda_moe::launch_fused(f, state.stream); code != cudaSuccess) {
                 log_message(state, HP_LOG_ERROR, "fused MoE launch", cudaGetErrorString(code));
                 return false;

@@ -24,7 +24,8 @@
 // The grid barrier is a 64-bit counter that only grows, so launches need no memset and a step stays
 // graph-capturable. Deterministic: fixed assignment, fixed order, no atomics
 // on values. Requires (fused_fits): one token, no shared expert, d_model and d_ff multiples of 8,
-// 16-byte aligned matrices and buffers, bf16 router, k <= kMaxSingleExperts.
+// 16-byte aligned matrices and buffers, bf16 router, k <= kMaxSingleExperts; and (fused_resident) a
+// block on every SM. The plugin takes the four-launch path otherwise.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -333,44 +334,60 @@ inline bool fused_fits(const FusedParams &p, bool experts_aligned) {
            fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, false).total <= size_t(kFusedMaxShared);
 }
 
-// Launches the fused kernel (the caller checked fused_fits): one block per SM, cooperative (all
-// resident: the grid barriers need it) and, with HP_CUDA_PDL, a programmatic dependent of the
-// previous kernel; `stage_down` (knob moe_fused_stage_down) where the rows fit. Every launch on one
-// barrier counter must have the same grid (the device's SMs). Returns the launch's error.
-inline cudaError_t launch_fused(FusedParams p, cudaStream_t stream, bool stage_down = HP_CUDA_MOE_FUSED_STAGE_DOWN) {
+// How a fused launch runs: the kernel for the model's logits per lane, whether down rows are staged
+// (knob moe_fused_stage_down, where they fit: qwen3-30b-a3b's 192 KB of 212), its dynamic shared memory.
+struct FusedLaunch {
+    void (*kernel)(FusedParams) = nullptr;
+    bool stage_down = false;
+    size_t shared = 0;
+};
+inline FusedLaunch plan_fused(const FusedParams &p, bool stage_down) {
     const int per_lane = (p.n_expert + 31) / 32;
-    void (*kernel)(FusedParams) = per_lane <= 1   ? moe_fused_single_kernel<1>
-                                  : per_lane <= 2 ? moe_fused_single_kernel<2>
-                                  : per_lane <= 4 ? moe_fused_single_kernel<4>
-                                  : per_lane <= 8 ? moe_fused_single_kernel<8>
-                                                  : moe_fused_single_kernel<kMaxExpert / 32>;
-    // Down rows staged where the block's share fits beside the rest (qwen3-30b-a3b: 192 KB of 209).
-    p.stage_down = stage_down && fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, true).total <= size_t(kFusedMaxShared);
-    const size_t shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, p.stage_down).total;
-    // Opt in to the launch's own size only: a larger maximum measured slower in the step.
-    if (const cudaError_t code = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)); code != cudaSuccess) {
-        return code;
-    }
+    FusedLaunch l;
+    l.kernel = per_lane <= 1   ? moe_fused_single_kernel<1>
+               : per_lane <= 2 ? moe_fused_single_kernel<2>
+               : per_lane <= 4 ? moe_fused_single_kernel<4>
+               : per_lane <= 8 ? moe_fused_single_kernel<8>
+                               : moe_fused_single_kernel<kMaxExpert / 32>;
+    l.stage_down = stage_down && fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, true).total <= size_t(kFusedMaxShared);
+    l.shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, l.stage_down).total;
+    return l;
+}
+
+// Whether every SM can hold a block of the fused launch (the grid barriers need the whole grid
+// resident, and a cooperative launch that cannot be fails): opts the kernel in to the launch's own
+// shared memory (a larger maximum measured slower in the step) and asks the occupancy.
+inline bool fused_resident(const FusedParams &p, bool stage_down = HP_CUDA_MOE_FUSED_STAGE_DOWN) {
+    const FusedLaunch l = plan_fused(p, stage_down);
+    int per_sm = 0;
+    return cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.shared)) == cudaSuccess &&
+           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernel, kFusedWarps * 32, l.shared) == cudaSuccess && per_sm >= 1;
+}
+
+// Launches the fused kernel (the caller checked fused_fits and fused_resident with the same
+// stage_down): one block per SM, cooperative and, with HP_CUDA_PDL, a programmatic dependent of the
+// previous kernel. Every launch on one barrier counter must have the same grid (the device's SMs).
+// Returns the launch's error.
+inline cudaError_t launch_fused(FusedParams p, cudaStream_t stream, bool stage_down = HP_CUDA_MOE_FUSED_STAGE_DOWN) {
+    const FusedLaunch l = plan_fused(p, stage_down);
+    p.stage_down = l.stage_down;
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(unsigned(hp_cuda_gemv::device_sm_count()));
     config.blockDim = dim3(kFusedWarps * 32);
-    config.dynamicSmemBytes = shared;
+    config.dynamicSmemBytes = l.shared;
     config.stream = stream;
     cudaLaunchAttribute attribute[2];
-    unsigned n_attribute = 0;
-#ifndef HP_CUDA_MOE_FUSED_NO_COOP
-    attribute[n_attribute].id = cudaLaunchAttributeCooperative;
-    attribute[n_attribute].val.cooperative = 1;
-    ++n_attribute;
-#endif
+    attribute[0].id = cudaLaunchAttributeCooperative;
+    attribute[0].val.cooperative = 1;
+    unsigned n_attribute = 1;
     if (HP_CUDA_PDL) {
-        attribute[n_attribute].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attribute[n_attribute].val.programmaticStreamSerializationAllowed = 1;
-        ++n_attribute;
+        attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute[1].val.programmaticStreamSerializationAllowed = 1;
+        n_attribute = 2;
     }
     config.attrs = attribute;
     config.numAttrs = n_attribute;
-    return cudaLaunchKernelEx(&config, kernel, p);
+    return cudaLaunchKernelEx(&config, l.kernel, p);
 }
 
 }  // namespace hp_cuda_moe
