@@ -266,26 +266,8 @@ void run_case(const Case &c, uint32_t seed) {
     for (void *ptr : arena.ptrs) ASSERT_NE(ptr, nullptr);
     moe::FusedParams f;
     if (c.fused) {
-        f.router = reinterpret_cast<const __nv_bfloat16 *>(arena.upload(router.host));
-        f.logits = arena.filled<float>(size_t(E), NAN);
-        f.h = s.h;
-        f.x_sum_sq = r.x_sum_sq;
-        f.n_sum_sq = r.n_sum_sq;
-        f.norm_eps = r.norm_eps;
-        f.n_expert = E;
-        f.k = k;
-        f.norm_topk_prob = c.norm_topk_prob;
-        f.expert_counts = r.expert_counts;
-        f.routing = r.routing;
-        f.gate = s.gate;
-        f.up = s.up;
-        f.down = s.down;
-        f.act = s.act;
-        f.x = s.x;
-        f.norm_out = s.norm_out;
-        f.barrier = arena.filled<unsigned long long>(1, 0ull);
-        f.d_model = D;
-        f.d_ff = F;
+        f = moe::fused_params(s, reinterpret_cast<const __nv_bfloat16 *>(arena.upload(router.host)), arena.filled<float>(size_t(E), NAN),
+                              arena.filled<unsigned long long>(1, 0ull));
         ASSERT_TRUE(c.single_token && moe::fused_fits(f, aligned) && moe::fused_resident(f, c.stage_down)) << "a fused case the kernel does not take";
     }
     auto run = [&] {
@@ -520,6 +502,9 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
         {1, 8, 8, 512, 64, Routing::random, true, true, false, true, false, 16, true},
         // down rows too many for shared memory (8 x 16 x 1024 x 2 bytes): register loads only
         {1, 32, 8, 512, 1024, Routing::random, true, true, false, true, false, 16, true},
+        // an odd expert count (the staged rows' mbarrier stays 8-byte aligned); 160 experts (8 logits per lane)
+        {1, 33, 2, 256, 64, Routing::random, true, true, false, true, false, 16, true},
+        {1, 160, 4, 512, 64, Routing::skewed, true, true, false, true, false, 16, true},
     };
     uint32_t seed = 100;
     for (Case &c : cases) {  // both down paths: register loads after gate/up, and rows staged during it (knob moe_fused_stage_down)

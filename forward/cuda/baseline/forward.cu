@@ -713,48 +713,6 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
     const FoldedNorm *norm = folded ? &folded_norm : nullptr;
     int32_t *counts = expert_counts ? expert_counts + int64_t(layer) * c.n_expert : nullptr;
     const bool grouped = grouped_moe(c);
-    const bool single_token = grouped && HP_CUDA_MOE_SINGLE_TOKEN && n_token == 1 && !present(w.shared_gate) && k <= hp_cuda_moe::kMaxSingleExperts;
-    const bool fold_next = HP_CUDA_GEMV_NORM && use_gemv(state, n_token) && next_norm;
-    if (single_token && HP_CUDA_MOE_FUSED) {  // router to residual in one launch (moe_fused.cuh)
-        hp_cuda_moe::FusedParams f;
-        f.router = m.router.w;
-        f.logits = a.router;
-        f.h = a.h;
-        if (folded) {
-            f.x_sum_sq = a.sum_sq;
-            f.n_sum_sq = (c.d_model + hp_cuda_gemv::kTileRows - 1) / hp_cuda_gemv::kTileRows;
-            f.norm_eps = c.norm_eps;
-        }
-        f.n_expert = c.n_expert;
-        f.k = k;
-        f.norm_topk_prob = c.norm_topk_prob;
-        f.expert_counts = counts;
-        f.routing = {a.expert_index, a.expert_weight, a.n_active, a.active_expert, a.group_start, a.group_pair, a.inv_rms};
-        f.gate = m.expert_tables;
-        f.up = m.expert_tables + c.n_expert;
-        f.down = m.expert_tables + 2 * c.n_expert;
-        f.act = a.expert_act;
-        f.x = a.x;
-        f.barrier = state.moe_barrier;
-        if (state.moe_trace) f.trace = state.moe_trace + size_t(layer) * hp_cuda_gemv::device_sm_count() * hp_cuda_moe::kFusedTracePoints;
-        f.d_model = c.d_model;
-        f.d_ff = width;
-        if (fold_next) {
-            f.norm_out.h = a.h;
-            f.norm_out.w = next_norm->data;
-            f.norm_out.w_dtype = next_norm->dtype;
-            f.norm_out.sum_sq = a.sum_sq;
-        }
-        if (m.router.n_in == c.d_model && hp_cuda_moe::fused_fits(f, m.experts_aligned) && hp_cuda_moe::fused_resident(f)) {
-            if (const cudaError_t code = hp_cuda_moe::launch_fused(f, state.stream); code != cudaSuccess) {
-                log_message(state, HP_LOG_ERROR, "fused MoE launch", cudaGetErrorString(code));
-                return false;
-            }
-            if (fold_next) next = NextInput::folded;
-            return true;
-        }
-    }
-    bool ok = project(state, m.router, a.h, a.router, n_token, false, nullptr, norm);
     hp_cuda_moe::MoeStep step;
     if (grouped) {
         hp_cuda_moe::RouteParams &r = step.route;
@@ -782,8 +740,9 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
         step.out = a.expert_out;
         step.x = a.x;
         step.down_tiles = n_token >= HP_CUDA_MOE_DOWN_TILES_MIN_TOKENS ? HP_CUDA_MOE_DOWN_TILES : 1;
-        step.single_token = single_token;
-        if (step.single_token && fold_next) {
+        step.single_token = HP_CUDA_MOE_SINGLE_TOKEN && n_token == 1 && !present(w.shared_gate) && k <= hp_cuda_moe::kMaxSingleExperts;
+        const bool fold = HP_CUDA_GEMV_NORM && use_gemv(state, n_token);
+        if (step.single_token && next_norm && fold) {
             step.norm_out.h = a.h;
             step.norm_out.w = next_norm->data;
             step.norm_out.w_dtype = next_norm->dtype;
@@ -796,6 +755,20 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
             step.h_out = a.h;
             next = NextInput::normed;
         }
+    }
+    if (step.single_token && HP_CUDA_MOE_FUSED && m.router.n_in == c.d_model) {  // router to residual in one launch (moe_fused.cuh)
+        hp_cuda_moe::FusedParams f = hp_cuda_moe::fused_params(step, m.router.w, a.router, state.moe_barrier);
+        if (state.moe_trace) f.trace = state.moe_trace + size_t(layer) * hp_cuda_gemv::device_sm_count() * hp_cuda_moe::kFusedTracePoints;
+        if (hp_cuda_moe::fused_fits(f, m.experts_aligned) && hp_cuda_moe::fused_resident(f)) {
+            if (const cudaError_t code = hp_cuda_moe::launch_fused(f, state.stream); code != cudaSuccess) {
+                log_message(state, HP_LOG_ERROR, "fused MoE launch", cudaGetErrorString(code));
+                return false;
+            }
+            return true;
+        }
+    }
+    bool ok = project(state, m.router, a.h, a.router, n_token, false, nullptr, norm);
+    if (grouped) {
         hp_cuda_moe::moe_experts(step, state.stream);
     } else {
         route_kernel<<<blocks_for(n_token, 64), 64, 0, state.stream>>>(a.router, n_token, c.n_expert, k, c.norm_topk_prob, a.expert_index,

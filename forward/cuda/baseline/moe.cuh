@@ -186,6 +186,56 @@ __global__ void __launch_bounds__(kWarps * 32) expert_gemv_kernel(const ExpertPa
     }
 }
 
+// A one-token step's routing as route_group_kernel writes it (expert_index, expert_weight by slot;
+// the lists: k active experts in id order, one pair each; 1/rms when `folded`; counts += picks),
+// from `route` (route_single's result), by one whole warp.
+__device__ inline void write_single_routing(const SingleRoute &route, int k, const Routing &r, int32_t *expert_counts, bool folded, float inv_rms) {
+    const int lane = threadIdx.x % 32;
+    for (int j = lane; j < k; j += 32) {
+        const int slot = route.slot[j];
+        r.expert_index[slot] = route.expert[j];
+        r.expert_weight[slot] = route.weight[j];
+        r.active_expert[j] = route.expert[j];
+        r.group_start[j] = j;
+        r.group_pair[j] = slot;
+        if (expert_counts) atomicAdd(expert_counts + route.expert[j], 1);
+    }
+    if (lane == 0) {
+        *r.n_active = k;
+        r.group_start[k] = k;
+        if (folded) r.inv_rms[0] = inv_rms;
+    }
+}
+
+// The residual epilogue of one token's 16-row tile at row0, by one whole warp: lane r < 16 adds `sum`
+// (its row's product) into x[row0 + r]; with norm_out also bf16(x * w) and the tile's sum of x^2
+// (gemv.cuh's kAccumulate; lanes 16..31 and rows past n_out add zeros).
+__device__ inline void accumulate_tile(float *x, const hp_cuda_gemv::NormOut &norm_out, int row0, int n_out, float sum) {
+    const int lane = threadIdx.x % 32, row = row0 + lane % kTileRows;
+    const bool active = lane < kTileRows && row < n_out;
+    const float x_new = active ? x[row] + sum : 0.0f;
+    if (active) x[row] = x_new;
+    if (!norm_out.h) return;
+    if (active) norm_out.h[row] = __float2bfloat16_rn(x_new * hp_cuda_gemv::load_bias(norm_out.w_dtype, norm_out.w, row));
+    float square = x_new * x_new;
+    for (int offset = kTileRows / 2; offset > 0; offset /= 2) square += __shfl_xor_sync(0xffffffffu, square, offset);
+    if (lane == 0) norm_out.sum_sq[row0 / kTileRows] = square;
+}
+
+// One d_ff row of a one-token gate/up, from each lane's partial sums of g and u: the warp's sums,
+// scaled by 1/rms, and lane 0 stores bf16(weight * silu(g) * u).
+__device__ inline void store_silu_act(float g, float u, float inv_rms, float weight, __nv_bfloat16 *out) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+        g += __shfl_xor_sync(0xffffffffu, g, offset);
+        u += __shfl_xor_sync(0xffffffffu, u, offset);
+    }
+    if (threadIdx.x % 32 == 0) {
+        g *= inv_rms;
+        u *= inv_rms;
+        *out = __float2bfloat16_rn(weight * (g / (1.0f + __expf(-g)) * u));
+    }
+}
+
 // One-token steps (knob moe_single_token): the token's k experts are all distinct and hit once, so
 // down_proj is one GEMV over the concatenated act (k * d_ff inputs, grouped order) whose weight row
 // is the experts' rows side by side: y[row] = sum_j W_down[active_expert[j]][row] . act[j]. Its
@@ -262,18 +312,9 @@ __global__ void __launch_bounds__(kWarps * 32) expert_down_single_kernel(const S
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();
     if (blockIdx.x == 0 && threadIdx.x < 32) {  // token 0's 16 rows: lanes 0..15 (16..31 add zeros to the shuffles)
-        const int row = row0 + lane % kTileRows;
-        const bool active = lane < kTileRows && row < p.n_out;
         float sum = partials.block_sum[0][lane % kTileRows];
         for (unsigned rank = 1; rank < gridDim.x; ++rank) sum += cluster.map_shared_rank(&partials.block_sum[0][0], rank)[lane % kTileRows];
-        const float x_new = active ? p.x[row] + sum : 0.0f;
-        if (active) p.x[row] = x_new;
-        if (p.norm_out.h) {
-            if (active) p.norm_out.h[row] = __float2bfloat16_rn(x_new * hp_cuda_gemv::load_bias(p.norm_out.w_dtype, p.norm_out.w, row));
-            float square = x_new * x_new;
-            for (int offset = kTileRows / 2; offset > 0; offset /= 2) square += __shfl_xor_sync(0xffffffffu, square, offset);
-            if (lane == 0) p.norm_out.sum_sq[row0 / kTileRows] = square;
-        }
+        accumulate_tile(p.x, p.norm_out, row0, p.n_out, sum);
     }
     cluster.sync();
 }
@@ -316,23 +357,7 @@ __global__ void __launch_bounds__(kSingleWarps * 32) expert_gate_up_single_kerne
         if (lane == 0) inv_rms_s = inv_rms;
     }
     __syncthreads();
-    if (blockIdx.x == 0 && blockIdx.y == 0) {
-        const Routing &r = p.routing;
-        for (int j = threadIdx.x; j < p.k; j += blockDim.x) {
-            const int slot = route_s.slot[j];
-            r.expert_index[slot] = route_s.expert[j];
-            r.expert_weight[slot] = route_s.weight[j];
-            r.active_expert[j] = route_s.expert[j];
-            r.group_start[j] = j;
-            r.group_pair[j] = slot;
-            if (p.expert_counts) atomicAdd(p.expert_counts + route_s.expert[j], 1);
-        }
-        if (threadIdx.x == 0) {
-            *r.n_active = p.k;
-            r.group_start[p.k] = p.k;
-            if (p.x_sum_sq) r.inv_rms[0] = inv_rms_s;
-        }
-    }
+    if (blockIdx.x == 0 && blockIdx.y == 0 && warp == 0) write_single_routing(route_s, p.k, p.routing, p.expert_counts, p.x_sum_sq != nullptr, inv_rms_s);
     const int a = blockIdx.y, row = blockIdx.x * kSingleWarps + warp;
     if (row >= p.n_out) return;
     const int expert = route_s.expert[a], n_in = p.n_in, n_chunk = (n_in + 7) / 8;
@@ -355,15 +380,7 @@ __global__ void __launch_bounds__(kSingleWarps * 32) expert_gate_up_single_kerne
             up = hp_cuda_gemv::dot_chunk(up, wu[u], xv);
         }
     }
-    for (int offset = 16; offset > 0; offset /= 2) {
-        gate += __shfl_xor_sync(0xffffffffu, gate, offset);
-        up += __shfl_xor_sync(0xffffffffu, up, offset);
-    }
-    if (lane == 0) {
-        gate *= inv_rms_s;
-        up *= inv_rms_s;
-        p.act[int64_t(a) * p.n_out + row] = __float2bfloat16_rn(route_s.weight[a] * (gate / (1.0f + __expf(-gate)) * up));
-    }
+    store_silu_act(gate, up, inv_rms_s, route_s.weight[a], p.act + int64_t(a) * p.n_out + row);
 }
 
 // Blocks of `kernel` resident at once on the device (occupancy x SMs), asked once per kernel.

@@ -5,8 +5,8 @@
 // of bytes: qwen3-30b-a3b batch 1 spent ~42 us a layer on them for ~18 us of expert weights.
 //
 // One block per SM (cooperative launch, so all are resident), moe_fused_warps warps each; every
-// warp streams whole weight rows with 16-byte loads into registers (no reduction across warps or
-// blocks), in four phases with two grid-wide barriers:
+// warp streams whole weight rows with 16-byte loads into registers (no reduction across blocks), in
+// four phases with two grid-wide barriers:
 //   router   warp w of the grid takes router rows w, w + warps, ...; its first row's loads are
 //            issued before griddepcontrol.wait (the only weights known before the previous kernel
 //            ends). logit = (row . h) / rms, to `logits`.                               barrier 1
@@ -36,6 +36,7 @@
 
 #include "gemv.cuh"
 #include "knobs.h"
+#include "moe.cuh"
 #include "moe_route.cuh"
 
 namespace hp_cuda_moe {
@@ -70,6 +71,33 @@ struct FusedParams {
     int d_model = 0, d_ff = 0;
 };
 
+// The fused launch of a one-token MoeStep (single_token, its norm_out as the one-token down's): the
+// router's bf16 weights, where its logits go, and the grid barrier's counter.
+inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, float *logits, unsigned long long *barrier) {
+    FusedParams f;
+    f.router = router;
+    f.logits = logits;
+    f.h = s.h;
+    f.x_sum_sq = s.route.x_sum_sq;
+    f.n_sum_sq = s.route.n_sum_sq;
+    f.norm_eps = s.route.norm_eps;
+    f.n_expert = s.route.n_expert;
+    f.k = s.route.k;
+    f.norm_topk_prob = s.route.norm_topk_prob;
+    f.expert_counts = s.route.expert_counts;
+    f.routing = s.route.routing;
+    f.gate = s.gate;
+    f.up = s.up;
+    f.down = s.down;
+    f.act = s.act;
+    f.x = s.x;
+    f.norm_out = s.norm_out;
+    f.barrier = barrier;
+    f.d_model = s.d_model;
+    f.d_ff = s.d_ff;
+    return f;
+}
+
 // Grid-wide barrier of a fully resident grid over a 64-bit counter that only grows (it never wraps):
 // each block adds one (release) and waits (acquire) until the counter reaches the next multiple of
 // the grid, so launches need no reset as long as every launch has the same grid. Writes before the
@@ -100,7 +128,7 @@ __host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k
     l.act = l.h + size_t(d_model) * 2;
     l.logits = l.act + size_t(k) * d_ff * 2;
     l.partial = l.logits + size_t(n_expert) * 4;
-    l.bar = l.partial + size_t(k) * kTileRows * 4;
+    l.bar = (l.partial + size_t(k) * kTileRows * 4 + 7) / 8 * 8;  // an mbarrier is 8-byte aligned (odd n_expert)
     l.down = (l.bar + 8 + 127) / 128 * 128;
     l.total = staged ? l.down + size_t(k) * kTileRows * d_ff * 2 : l.bar + 8;
     return l;
@@ -200,23 +228,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
                 hp_cuda_gemv::bulk_copy(down_stage + int64_t(a) * kTileRows * F, down_s[a] + int64_t(blockIdx.x) * kTileRows * F, bytes, down_bar);
             }
         }
-        if (blockIdx.x == 0) {
-            const Routing &r = p.routing;
-            for (int a = lane; a < k; a += 32) {
-                const int slot = route_s.slot[a];
-                r.expert_index[slot] = route_s.expert[a];
-                r.expert_weight[slot] = route_s.weight[a];
-                r.active_expert[a] = route_s.expert[a];
-                r.group_start[a] = a;
-                r.group_pair[a] = slot;
-                if (p.expert_counts) atomicAdd(p.expert_counts + route_s.expert[a], 1);
-            }
-            if (lane == 0) {
-                *r.n_active = k;
-                r.group_start[k] = k;
-                if (r.inv_rms) r.inv_rms[0] = inv_rms;
-            }
-        }
+        if (blockIdx.x == 0) write_single_routing(route_s, k, p.routing, p.expert_counts, p.x_sum_sq != nullptr, inv_rms);
     }
     __syncthreads();
     trace(4);
@@ -243,15 +255,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
                 u_sum = hp_cuda_gemv::dot_chunk(u_sum, wu[u], xv);
             }
         }
-        for (int offset = 16; offset > 0; offset /= 2) {
-            g += __shfl_xor_sync(0xffffffffu, g, offset);
-            u_sum += __shfl_xor_sync(0xffffffffu, u_sum, offset);
-        }
-        if (lane == 0) {
-            g *= inv_rms;
-            u_sum *= inv_rms;
-            p.act[i] = __float2bfloat16_rn(route_s.weight[a] * (g / (1.0f + __expf(-g)) * u_sum));
-        }
+        store_silu_act(g, u_sum, inv_rms, route_s.weight[a], p.act + i);
     }
 
     // Down: the tile's pairs (expert a, row r), pair = a * 16 + r, warp w taking pairs w, w + W, ...;
@@ -308,18 +312,9 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
         }
         __syncthreads();
         if (warp == 0) {  // the tile's rows: lanes 0..15 (16..31 add zeros to the shuffles)
-            const int row = tile * kTileRows + lane % kTileRows;
-            const bool active = lane < kTileRows && row < D;
             float sum = 0.0f;
             for (int a = 0; a < k; ++a) sum += partial_s[a * kTileRows + lane % kTileRows];
-            const float x_new = active ? p.x[row] + sum : 0.0f;
-            if (active) p.x[row] = x_new;
-            if (p.norm_out.h) {
-                if (active) p.norm_out.h[row] = __float2bfloat16_rn(x_new * hp_cuda_gemv::load_bias(p.norm_out.w_dtype, p.norm_out.w, row));
-                float square = x_new * x_new;
-                for (int offset = kTileRows / 2; offset > 0; offset /= 2) square += __shfl_xor_sync(0xffffffffu, square, offset);
-                if (lane == 0) p.norm_out.sum_sq[tile] = square;
-            }
+            accumulate_tile(p.x, p.norm_out, tile * kTileRows, D, sum);
         }
         __syncthreads();  // partial_s is rewritten by the next tile
     }
@@ -359,9 +354,20 @@ inline FusedLaunch plan_fused(const FusedParams &p, bool stage_down) {
 // shared memory (a larger maximum measured slower in the step) and asks the occupancy.
 inline bool fused_resident(const FusedParams &p, bool stage_down = HP_CUDA_MOE_FUSED_STAGE_DOWN) {
     const FusedLaunch l = plan_fused(p, stage_down);
+    static thread_local const void *last_kernel = nullptr;  // the answer for the last (kernel, size, device): every layer asks
+    static thread_local size_t last_shared = 0;
+    static thread_local int last_device = -1;
+    static thread_local bool last_answer = false;
+    int device = 0;
+    cudaGetDevice(&device);
+    if (reinterpret_cast<const void *>(l.kernel) == last_kernel && l.shared == last_shared && device == last_device) return last_answer;
     int per_sm = 0;
-    return cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.shared)) == cudaSuccess &&
-           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernel, kFusedWarps * 32, l.shared) == cudaSuccess && per_sm >= 1;
+    last_answer = cudaFuncSetAttribute(l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(l.shared)) == cudaSuccess &&
+                  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, l.kernel, kFusedWarps * 32, l.shared) == cudaSuccess && per_sm >= 1;
+    last_kernel = reinterpret_cast<const void *>(l.kernel);
+    last_shared = l.shared;
+    last_device = device;
+    return last_answer;
 }
 
 // Launches the fused kernel (the caller checked fused_fits and fused_resident with the same
