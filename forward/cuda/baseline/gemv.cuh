@@ -203,24 +203,30 @@ __device__ inline void launch_dependents() {
 }
 
 // Launches `kernel` as a programmatic dependent of the stream's previous kernel (HP_CUDA_PDL), else
-// plainly; cluster_x > 0: in thread-block clusters of cluster_x blocks along x. The kernel must call
+// plainly; cluster_x > 0: in thread-block clusters of cluster_x blocks along x; launch_ex also
+// cooperatively (every block resident, for grid-wide barriers) and returns the launch's error. The kernel must call
 // wait_for_previous_grid() before it touches what earlier kernels write or read, on every path (so
 // its completion implies theirs).
 template <typename... Params, typename... Args>
-void launch_pdl_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, unsigned cluster_x, cudaStream_t stream,
-                          Args &&...args) {
+cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, unsigned cluster_x, bool cooperative,
+                      cudaStream_t stream, Args &&...args) {
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = shared_bytes;
     config.stream = stream;
-    cudaLaunchAttribute attribute[2];
+    cudaLaunchAttribute attribute[3];
     unsigned n_attribute = 0;
     if (cluster_x > 0) {
         attribute[n_attribute].id = cudaLaunchAttributeClusterDimension;
         attribute[n_attribute].val.clusterDim.x = cluster_x;
         attribute[n_attribute].val.clusterDim.y = 1;
         attribute[n_attribute].val.clusterDim.z = 1;
+        ++n_attribute;
+    }
+    if (cooperative) {
+        attribute[n_attribute].id = cudaLaunchAttributeCooperative;
+        attribute[n_attribute].val.cooperative = 1;
         ++n_attribute;
     }
     if (HP_CUDA_PDL) {
@@ -230,7 +236,13 @@ void launch_pdl_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size
     }
     config.attrs = attribute;
     config.numAttrs = n_attribute;
-    cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+    return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... Params, typename... Args>
+void launch_pdl_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, unsigned cluster_x, cudaStream_t stream,
+                          Args &&...args) {
+    launch_ex(kernel, grid, block, shared_bytes, cluster_x, false, stream, std::forward<Args>(args)...);
 }
 
 template <typename... Params, typename... Args>
@@ -269,6 +281,13 @@ __device__ inline float warp_inv_rms(const float *part, int n, int n_in, float e
     for (int i = lane; i < n; i += 32) sum += part[i];
     for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     return rsqrtf(sum / float(n_in) + eps);
+}
+
+// The GPU's global timer (ns), for the diagnostic traces of the persistent step and the fused MoE kernel.
+__device__ inline unsigned long long global_timer() {
+    unsigned long long ns;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+    return ns;
 }
 
 // SMs of the current device (asked once per process and device).

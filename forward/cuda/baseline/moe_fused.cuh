@@ -155,11 +155,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     const bool staged = p.stage_down && int(blockIdx.x) < n_tile;  // this block's first tile comes by bulk copies
     const uint4 zero = make_uint4(0, 0, 0, 0);
     auto trace = [&](int point) {
-        if (HP_CUDA_MOE_FUSED_TRACE && p.trace && threadIdx.x == 0) {
-            unsigned long long ns;
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-            p.trace[blockIdx.x * kFusedTracePoints + point] = ns;
-        }
+        if (HP_CUDA_MOE_FUSED_TRACE && p.trace && threadIdx.x == 0) p.trace[blockIdx.x * kFusedTracePoints + point] = hp_cuda_gemv::global_timer();
     };
     trace(0);
 
@@ -280,8 +276,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     for (int i = threadIdx.x; i < k * n_chunk_f; i += W * 32) reinterpret_cast<uint4 *>(act_s)[i] = __ldcg(reinterpret_cast<const uint4 *>(p.act) + i);
     __syncthreads();
     for (int tile = blockIdx.x; tile < n_tile; tile += gridDim.x) {
-        float acc = 0.0f;
-        if (staged && tile == int(blockIdx.x)) {  // the rows are in shared memory: pair by pair
+        const bool from_stage = staged && tile == int(blockIdx.x);
+        if (from_stage) {  // the rows are in shared memory: pair by pair
             hp_cuda_gemv::mbarrier_wait(down_bar, 0);
             for (int pair = warp; pair < n_pair; pair += W) {
                 const int a = pair / kTileRows, row = tile * kTileRows + pair % kTileRows;
@@ -295,7 +291,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
                 if (lane == 0) partial_s[pair] = dot;
             }
         }
-        for (int m0 = 0; m0 < (staged && tile == int(blockIdx.x) ? 0 : n_unit); m0 += DU) {
+        float acc = 0.0f;
+        for (int m0 = 0; m0 < (from_stage ? 0 : n_unit); m0 += DU) {
             if (m0 > 0 || tile != int(blockIdx.x)) load_units(tile, m0);
 #pragma unroll
             for (int u = 0; u < DU; ++u) {
@@ -377,23 +374,7 @@ inline bool fused_resident(const FusedParams &p, bool stage_down = HP_CUDA_MOE_F
 inline cudaError_t launch_fused(FusedParams p, cudaStream_t stream, bool stage_down = HP_CUDA_MOE_FUSED_STAGE_DOWN) {
     const FusedLaunch l = plan_fused(p, stage_down);
     p.stage_down = l.stage_down;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(hp_cuda_gemv::device_sm_count()));
-    config.blockDim = dim3(kFusedWarps * 32);
-    config.dynamicSmemBytes = l.shared;
-    config.stream = stream;
-    cudaLaunchAttribute attribute[2];
-    attribute[0].id = cudaLaunchAttributeCooperative;
-    attribute[0].val.cooperative = 1;
-    unsigned n_attribute = 1;
-    if (HP_CUDA_PDL) {
-        attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attribute[1].val.programmaticStreamSerializationAllowed = 1;
-        n_attribute = 2;
-    }
-    config.attrs = attribute;
-    config.numAttrs = n_attribute;
-    return cudaLaunchKernelEx(&config, l.kernel, p);
+    return hp_cuda_gemv::launch_ex(l.kernel, dim3(unsigned(hp_cuda_gemv::device_sm_count())), dim3(kFusedWarps * 32), l.shared, 0, true, stream, p);
 }
 
 }  // namespace hp_cuda_moe

@@ -38,6 +38,7 @@ using hp_cuda_baseline::load;
 using hp_cuda_baseline::load8;
 using hp_cuda_baseline::store_as;
 using hp_cuda_baseline::warp_sum;
+using hp_cuda_gemv::global_timer;
 using hp_cuda_gemv::kStagedWarps;
 using hp_cuda_gemv::kTileRows;
 using hp_cuda_gemv::Params;
@@ -95,11 +96,6 @@ struct StepParams {
     unsigned long long *trace = nullptr;
 };
 
-__device__ inline unsigned long long global_timer() {
-    unsigned long long ns;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-    return ns;
-}
 
 // A barrier of the consumer warps only (the producer warp never joins one).
 __device__ inline void consumer_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory"); }
