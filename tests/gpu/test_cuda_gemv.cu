@@ -59,7 +59,7 @@ Bf16Buffer random_bf16(std::mt19937 &rng, size_t n, float scale) {
 }
 
 // Which decode GEMV runs a case: the plugin's choice (gemv::launch), or one kernel explicitly.
-enum class Kernel { automatic, cluster, staged, skinny };
+enum class Kernel { automatic, cluster, staged, skinny, skinny_wgmma };
 
 struct Case {
     int n_in, n_token, epilogue;
@@ -81,7 +81,8 @@ std::string describe(const Case &c) {
            (c.norm_out ? ", norm out" : "") + (c.prefetch ? ", prefetch" : "") +
            (c.kernel == Kernel::cluster ? ", clustered kernel"
             : c.kernel == Kernel::staged ? ", staged kernel"
-            : c.kernel == Kernel::skinny ? ", skinny GEMM"
+            : c.kernel == Kernel::skinny ? ", skinny GEMM (mma.sync)"
+            : c.kernel == Kernel::skinny_wgmma ? ", skinny GEMM (wgmma)"
                                          : "");
 }
 
@@ -183,7 +184,8 @@ void run_case(const Case &c, uint32_t seed) {
         constexpr int EPI = decltype(epilogue)::value;
         if (c.kernel == Kernel::cluster) gemv::launch_cluster<EPI>(p, nullptr);
         else if (c.kernel == Kernel::staged) gemv::launch_staged<EPI>(p, nullptr);
-        else if (c.kernel == Kernel::skinny) gemv::launch_skinny<EPI>(p, nullptr);
+        else if (c.kernel == Kernel::skinny) gemv::launch_skinny<EPI>(p, nullptr, gemv::SkinnyMma::kMmaSync);
+        else if (c.kernel == Kernel::skinny_wgmma) gemv::launch_skinny<EPI>(p, nullptr, gemv::SkinnyMma::kWgmma);
         else gemv::launch<EPI>(p, nullptr);
     };
     auto launch = [&] {
@@ -192,7 +194,7 @@ void run_case(const Case &c, uint32_t seed) {
         else launch_as(std::integral_constant<int, gemv::kSiluMul>{});
     };
     if (c.kernel == Kernel::staged) ASSERT_TRUE(gemv::staged_fits(p, c.epilogue)) << "the case is not one the staged kernel takes";
-    if (c.kernel == Kernel::skinny) ASSERT_TRUE(gemv::skinny_fits(p, c.epilogue)) << "the case is not one the skinny GEMM takes";
+    if (c.kernel == Kernel::skinny || c.kernel == Kernel::skinny_wgmma) ASSERT_TRUE(gemv::skinny_fits(p, c.epilogue)) << "the case is not one the skinny GEMM takes";
     launch();
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaDeviceSynchronize());
@@ -294,7 +296,8 @@ void run_case(const Case &c, uint32_t seed) {
 
 // Runs a case on the clustered kernel, where it takes the shape (one token, n_in a power of two
 // from 2048 to 16384, aligned operands) on the staged kernel, and where it takes it (n_in a multiple
-// of 8, aligned operands) on the skinny GEMM: all against the same host math.
+// of 8, aligned operands) on the skinny GEMM, with mma.sync and (on a compute capability 9.0 device
+// in a build with sm_90a) with wgmma: all against the same host math.
 void run_kernels(Case c, uint32_t seed) {
     c.kernel = Kernel::cluster;
     run_case(c, seed);
@@ -305,6 +308,10 @@ void run_kernels(Case c, uint32_t seed) {
     if (c.n_in % 8 == 0 && !c.misaligned && !(c.norm_out && c.n_out.size() > 1)) {
         c.kernel = Kernel::skinny;
         run_case(c, seed);
+        if (gemv::skinny_wgmma_available()) {  // else mma.sync again: said once per binary
+            c.kernel = Kernel::skinny_wgmma;
+            run_case(c, seed);
+        }
     }
 }
 
@@ -392,6 +399,12 @@ TEST(CudaGemv, FoldedNormMatchesHostMath) {
 // of a cluster with a partial chunk or none (2112 = 33 chunks of 64 over 8 blocks).
 TEST(CudaGemv, SkinnyGemmAtDecodeBatchShapes) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
+#if defined(HOTPASS_CUDA_SM90A)
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    if (major == 9 && minor == 0) EXPECT_TRUE(gemv::skinny_wgmma_available()) << "sm_90a build on a 9.0 device: the wgmma path must run";
+#endif
     uint32_t seed = std::random_device{}();
     std::printf("seed %u\n", seed);
     for (int n_token : {16, 29, 64}) {

@@ -22,6 +22,14 @@
 // the order the lanes hold them (as in gemv.cuh). Rows are padded so that the 8 lanes of a
 // quarter-warp's 16-byte loads (two rows, four pieces each) hit distinct banks.
 //
+// wgmma path (knob skinny_wgmma_min_tokens, sm_90a on a compute capability 9.0 device): the same
+// blocks, ring and epilogue, but a stage holds the chunk (64 inputs) unpadded, 128-byte swizzled,
+// and each warpgroup multiplies its 64-row slices by all the step's tokens with one
+// wgmma.m64nNk16 per 16 inputs, reading the tokens from shared memory once per warpgroup rather
+// than once per warp (the mma.sync loop's activation reads grow with the tokens: 2x the weight
+// bytes at 32 tokens). Its ring depth is per token tile (skinny_wgmma_stages_8/16/32/64). On the
+// H200 it took llama-3.2-1b's batch-32 step from 1.62 to 1.49 ms (bench/RESULTS.md "wgmma").
+//
 // Partial sums: each block writes its warps' accumulators to shared memory; the cluster's blocks
 // then add the cluster's partials in rank order (distributed shared memory: deterministic, no
 // atomics) and run gemv.cuh's epilogue (store_element), block `rank` for its share of the tokens,
@@ -36,6 +44,10 @@ constexpr int kSkinnyWarps = HP_CUDA_SKINNY_WARPS;
 constexpr int kSkinnyTiles = HP_CUDA_SKINNY_TILES;    // 16-row tiles per warp (store, accumulate)
 constexpr int kSkinnyUnroll = HP_CUDA_SKINNY_UNROLL;  // 32-input steps per chunk
 constexpr int kSkinnyStages = HP_CUDA_SKINNY_STAGES;  // chunks in the shared-memory ring
+// The same on the wgmma path, per token tile (launches of up to 8, 16, 32, 64 tokens); 0: the most
+// (up to 8) that leave room for two blocks per SM.
+constexpr int kSkinnyWgmmaStages[4] = {HP_CUDA_SKINNY_WGMMA_STAGES_8, HP_CUDA_SKINNY_WGMMA_STAGES_16, HP_CUDA_SKINNY_WGMMA_STAGES_32,
+                                       HP_CUDA_SKINNY_WGMMA_STAGES_64};
 constexpr int kSkinnyChunk = 32 * kSkinnyUnroll;      // inputs per chunk
 // Shared-memory row of one chunk (a weight row's or a token's), in bf16 elements: 64 bytes of
 // padding when the chunk is a multiple of 128 bytes, so that rows g and g + 1 start 64 bytes apart
@@ -47,19 +59,33 @@ __host__ __device__ constexpr int skinny_matrix_tiles(int epi) { return epi == k
 // Output rows of a block.
 __host__ __device__ constexpr int skinny_rows_of(int epi) { return kSkinnyWarps * kTileRows * (epi == kSiluMul ? 1 : kSkinnyTiles); }
 // One ring stage: the chunk of the block's weight rows, then of the step's tokens.
-__host__ __device__ constexpr int skinny_stage_elements(int epi, int n_tokens) {
-    return (kSkinnyWarps * skinny_matrix_tiles(epi) * kTileRows + n_tokens) * kSkinnyPitch;
+// The wgmma path (wg) needs no padding (the swizzle spreads the banks): rows of 128 bytes, whole
+// 1024-byte atoms as the tokens come in multiples of 8.
+__host__ __device__ constexpr int skinny_stage_elements(int epi, int n_tokens, bool wg = false) {
+    return (kSkinnyWarps * skinny_matrix_tiles(epi) * kTileRows + n_tokens) * (wg ? kSkinnyChunk : kSkinnyPitch);
 }
 // Shared memory of a block: the ring, later reused for the partial sums ([warp][matrix tile][token]
 // [row]), then 1/rms per token.
-__host__ __device__ constexpr size_t skinny_shared_bytes(int epi, int n_tokens) {
-    const size_t ring = size_t(kSkinnyStages) * skinny_stage_elements(epi, n_tokens) * 2;
+// Stages of the ring for a launch of n_tokens (a multiple of 8): skinny_stages, or on the wgmma path
+// skinny_wgmma_stages_<tokens>, where 0 asks for the most (up to 8) that leave room for two blocks
+// per SM.
+__host__ __device__ constexpr int skinny_stages_of(int epi, int n_tokens, bool wg) {
+    if (!wg) return kSkinnyStages;
+    const int knob = kSkinnyWgmmaStages[n_tokens <= 8 ? 0 : n_tokens <= 16 ? 1 : n_tokens <= 32 ? 2 : 3];
+    if (knob > 0) return knob;
+    const int fit = (232448 / 2 - 1024) / (skinny_stage_elements(epi, n_tokens, true) * 2);
+    return fit < 2 ? 2 : fit > 8 ? 8 : fit;
+}
+__host__ __device__ constexpr size_t skinny_shared_bytes(int epi, int n_tokens, bool wg = false) {
+    const size_t ring = size_t(skinny_stages_of(epi, n_tokens, wg)) * skinny_stage_elements(epi, n_tokens, wg) * 2;
     const size_t partials = size_t(kSkinnyWarps) * skinny_matrix_tiles(epi) * n_tokens * kTileRows * 4;
     return (ring > partials ? ring : partials) + size_t(n_tokens) * 4;
 }
 
 static_assert(skinny_shared_bytes(kStore, kMaxTokens) <= 232448 && skinny_shared_bytes(kSiluMul, kMaxTokens) <= 232448,
               "skinny GEMM: the ring of skinny_stages chunks exceeds 227 KB of shared memory at 64 tokens");
+static_assert(skinny_shared_bytes(kStore, kMaxTokens, true) <= 232448 && skinny_shared_bytes(kSiluMul, kMaxTokens, true) <= 232448,
+              "skinny GEMM: the ring of skinny_wgmma_stages_64 chunks exceeds 227 KB of shared memory at 64 tokens");
 
 __device__ inline void cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -73,18 +99,95 @@ __device__ inline void cp_async_wait() {
 #endif
 }
 
+// wgmma (sm_90a) for the skinny GEMM's warpgroup path (knob skinny_wgmma_min_tokens). Operands sit
+// in shared memory K-major with the 128-byte swizzle: a row's 64 inputs of a chunk are 128 bytes,
+// 8 rows make a 1024-byte atom (1024-aligned), and 16-byte piece c of row r is stored at piece
+// c ^ (r % 8), so the 8 pieces of a row and the 8 rows of a piece both fall in distinct banks.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define HP_CUDA_WGMMA_DEVICE 1
+#else
+#define HP_CUDA_WGMMA_DEVICE 0
+#endif
+// Descriptor of a K-major, 128-byte-swizzled operand starting at `address` (8-row atoms 1024 bytes
+// apart; the leading byte offset is unused for this layout, by convention 1).
+__device__ inline uint64_t wgmma_desc_sw128(uint32_t address) {
+    return uint64_t((address & 0x3FFFFu) >> 4) | uint64_t(1) << 16 | uint64_t(1024 >> 4) << 32 | uint64_t(1) << 62;
+}
+__device__ inline void wgmma_fence() {
+#if HP_CUDA_WGMMA_DEVICE
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ inline void wgmma_commit_and_wait() {
+#if HP_CUDA_WGMMA_DEVICE
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+}
+// Keeps the compiler from moving accesses of the accumulators across the asynchronous products.
+template <int NB>
+__device__ inline void wgmma_fence_acc(float (&d)[NB][4]) {
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(d[nb][i])::"memory");
+}
+// d[64 rows][8 NB tokens] += a[64][16] b[16][8 NB] for one warpgroup: warp w of the group holds rows
+// 16 w .. 16 w + 15 in mma_16816's accumulator layout per 8 tokens. Traps where wgmma does not exist
+// (the host takes this path only on a device of compute capability 9.0 in a build with sm_90a).
+template <int NB>
+__device__ inline void wgmma_m64k16(float (&d)[NB][4], uint64_t a, uint64_t b);
+#if HP_CUDA_WGMMA_DEVICE
+template <>
+__device__ inline void wgmma_m64k16<1>(float (&d)[1][4], uint64_t a, uint64_t b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
+                 : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ inline void wgmma_m64k16<2>(float (&d)[2][4], uint64_t a, uint64_t b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3])
+                 : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ inline void wgmma_m64k16<4>(float (&d)[4][4], uint64_t a, uint64_t b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                 : "l"(a), "l"(b), "r"(1));
+}
+template <>
+__device__ inline void wgmma_m64k16<8>(float (&d)[8][4], uint64_t a, uint64_t b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "l"(a), "l"(b), "r"(1));
+}
+#else
+template <int NB>
+__device__ inline void wgmma_m64k16(float (&d)[NB][4], uint64_t, uint64_t) {
+    __trap();
+}
+#endif
+
 // Grid (cluster, row blocks of all segments, 1), launched as clusters of gridDim.x blocks that split
-// the inputs in whole chunks. NB tiles of 8 tokens; NORM: scaled by 1/rms from x_sum_sq.
-template <int NB, int EPI, bool NORM>
+// the inputs in whole chunks. NB tiles of 8 tokens; NORM: scaled by 1/rms from x_sum_sq. WG: the
+// products by wgmma, each warpgroup's 64-row slices (4 warps x 16 rows of one matrix tile index m)
+// against all the step's tokens read from shared memory once per warpgroup (sm_90a; chunks of 64
+// inputs, stored 128-byte swizzled), instead of mma.sync fed by every warp's own shared-memory loads.
+template <int NB, int EPI, bool NORM, bool WG>
 __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params p) {
-    constexpr int M = skinny_matrix_tiles(EPI), U = kSkinnyUnroll, NT = NB * 8, S = kSkinnyStages;
+    constexpr int M = skinny_matrix_tiles(EPI), U = kSkinnyUnroll, NT = NB * 8, S = skinny_stages_of(EPI, NB * 8, WG);
     constexpr int R = skinny_rows_of(EPI), kTiles = R / kTileRows;  // output rows and 16-row tiles of the block
     constexpr int kWeightRows = kSkinnyWarps * M * kTileRows;         // weight rows of a stage
     constexpr int kPiecesPerRow = kSkinnyChunk / 8;                    // 16-byte pieces of a row's chunk
-    extern __shared__ uint4 skinny_shared[];
+    extern __shared__ __align__(1024) uint4 skinny_shared[];
     __nv_bfloat16 *ring = reinterpret_cast<__nv_bfloat16 *>(skinny_shared);
     float *partial = reinterpret_cast<float *>(skinny_shared);  // after the main loop
-    float *inv_rms_s = reinterpret_cast<float *>(reinterpret_cast<char *>(skinny_shared) + skinny_shared_bytes(EPI, NT) - NT * 4);
+    float *inv_rms_s = reinterpret_cast<float *>(reinterpret_cast<char *>(skinny_shared) + skinny_shared_bytes(EPI, NT, WG) - NT * 4);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
     Segment seg = p.segment[0];
     if (p.n_segment > 1 && int(blockIdx.y) >= p.segment[1].first_block) seg = p.segment[1];
@@ -101,7 +204,26 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     constexpr int T = kSkinnyWarps * 32, P = kPiecesPerRow, kRowsPerPass = T / P;
     static_assert(T % P == 0 && kWeightRows % kRowsPerPass == 0, "skinny GEMM: whole rows per copy pass");
     constexpr int kWeightPasses = kWeightRows / kRowsPerPass, kTokenPasses = (NT + kRowsPerPass - 1) / kRowsPerPass;
+    static_assert(!WG || (kSkinnyWarps % 4 == 0 && kSkinnyChunk == 64), "skinny GEMM: wgmma needs whole warpgroups and chunks of 64 inputs");
     const int piece = threadIdx.x % P, first_row = threadIdx.x / P;
+    // Byte offset of this thread's piece of weight row sr / token row t in a stage (the tokens after
+    // the weight rows: 1024-aligned, as stages are). WG: stage row sr = (w M + m) 16 + r (warp w's
+    // matrix tile m) is row (w % 4) 16 + r of slice (w / 4) M + m (64 rows of 128 bytes, swizzled).
+    constexpr uint32_t kTokenBase = uint32_t(kWeightRows * (WG ? kSkinnyChunk : kSkinnyPitch)) * 2u;
+    static_assert(!WG || (kTokenBase % 1024 == 0 && uint32_t(skinny_stage_elements(EPI, NT, WG)) * 2u % 1024 == 0), "skinny GEMM: wgmma atoms 1024-aligned");
+    auto swizzled = [&](int row) { return uint32_t(row * 128 + ((piece ^ (row % 8)) * 16)); };
+    auto weight_offset = [&](int sr) {
+        if constexpr (WG) {
+            const int j = sr / kTileRows, w = j / M;
+            return uint32_t(((w / 4) * M + j % M) * 64 * 128) + swizzled((w % 4) * kTileRows + sr % kTileRows);
+        } else {
+            return uint32_t(sr * kSkinnyPitch + piece * 8) * 2u;
+        }
+    };
+    auto token_offset = [&](int t) {
+        if constexpr (WG) return kTokenBase + swizzled(t);
+        else return kTokenBase + uint32_t(t * kSkinnyPitch + piece * 8) * 2u;
+    };
     const __nv_bfloat16 *w_src[kWeightPasses];
     bool w_valid[kWeightPasses];
 #pragma unroll
@@ -112,8 +234,11 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
         w_src[k] = (EPI == kSiluMul && m == 1 ? seg.w2 : seg.w) + int64_t(w_valid[k] ? row : 0) * n_in + piece * 8;
     }
     const uint32_t ring_address = shared_address(ring);
-    constexpr uint32_t kStageBytes = uint32_t(skinny_stage_elements(EPI, NT)) * 2u;
-    const uint32_t w_dst = ring_address + uint32_t(first_row * kSkinnyPitch + piece * 8) * 2u;
+    if (WG && (ring_address & 1023u)) __trap();  // the swizzle atoms need 1024-byte alignment
+    constexpr uint32_t kStageBytes = uint32_t(skinny_stage_elements(EPI, NT, WG)) * 2u;
+    uint32_t w_dst[kWeightPasses];
+#pragma unroll
+    for (int k = 0; k < kWeightPasses; ++k) w_dst[k] = ring_address + weight_offset(first_row + k * kRowsPerPass);
     auto copy = [](uint32_t dst, const void *src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
@@ -125,14 +250,13 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
 #pragma unroll
         for (int k = 0; k < kWeightPasses; ++k) {
             const bool valid = w_valid[k] && in_row;
-            copy(w_dst + stage * kStageBytes + uint32_t(k * kRowsPerPass * kSkinnyPitch) * 2u, valid ? w_src[k] + kc * kSkinnyChunk : seg.w, valid);
+            copy(w_dst[k] + stage * kStageBytes, valid ? w_src[k] + kc * kSkinnyChunk : seg.w, valid);
         }
     };
     // Chunk kc's activations of the NT tokens (zeros past n_t and n_in) into stage `stage`; the
     // token rows are set after the wait (x_rows may be the previous kernel's output).
     const __nv_bfloat16 *x_src[kTokenPasses];
     bool x_valid[kTokenPasses];
-    const uint32_t x_dst = w_dst + uint32_t(kWeightRows * kSkinnyPitch) * 2u;
     auto set_token_rows = [&] {
 #pragma unroll
         for (int k = 0; k < kTokenPasses; ++k) {
@@ -147,7 +271,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
         for (int k = 0; k < kTokenPasses; ++k) {
             if (first_row + k * kRowsPerPass >= NT) break;  // rows of the stage past NT do not exist
             const bool valid = x_valid[k] && in_row;
-            copy(x_dst + stage * kStageBytes + uint32_t(k * kRowsPerPass * kSkinnyPitch) * 2u, valid ? x_src[k] + kc * kSkinnyChunk : p.x, valid);
+            copy(ring_address + token_offset(first_row + k * kRowsPerPass) + stage * kStageBytes, valid ? x_src[k] + kc * kSkinnyChunk : p.x, valid);
         }
     };
 
@@ -183,8 +307,26 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
             load_activations((i + S - 1) % S, kc_begin + i + S - 1);
         }
         cp_async_commit();  // possibly empty: one group per iteration keeps the count
-        const __nv_bfloat16 *w_chunk = ring + (i % S) * skinny_stage_elements(EPI, NT);
-        const __nv_bfloat16 *x_chunk = w_chunk + kWeightRows * kSkinnyPitch;
+        if constexpr (WG) {
+            // Per 16 inputs: one m64nNTk16 product per matrix tile index m; the descriptors
+            // advance 32 bytes within the swizzled rows per 16 inputs.
+            const uint32_t stage = ring_address + (i % S) * kStageBytes;
+            wgmma_fence();
+#pragma unroll
+            for (int m = 0; m < M; ++m) {
+#pragma unroll
+                for (int k16 = 0; k16 < 2 * U; ++k16) {
+                    const uint32_t a = stage + uint32_t(((warp / 4) * M + m) * 64 * 128 + k16 * 32);
+                    wgmma_m64k16<NB>(acc[m], wgmma_desc_sw128(a), wgmma_desc_sw128(stage + kTokenBase + k16 * 32));
+                }
+            }
+            wgmma_commit_and_wait();  // the stage is free for the copies after the next barrier
+#pragma unroll
+            for (int m = 0; m < M; ++m) wgmma_fence_acc<NB>(acc[m]);
+            continue;
+        }
+        const __nv_bfloat16 *w_chunk = ring + (i % S) * skinny_stage_elements(EPI, NT, WG);
+        const __nv_bfloat16 *x_chunk = w_chunk + kTokenBase / 2;
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             uint4 a[M][2];
@@ -295,30 +437,65 @@ inline bool skinny_fits(const Params &p, int epi) {
     return true;
 }
 
-template <int NB, int EPI>
-void launch_skinny_tokens(const Params &p, dim3 grid, cudaStream_t stream) {
-    void (*kernel)(Params) = p.x_sum_sq ? skinny_kernel<NB, EPI, true> : skinny_kernel<NB, EPI, false>;
-    const size_t bytes = skinny_shared_bytes(EPI, NB * 8);
+// Whether the skinny GEMM may take its wgmma path here: a build with sm_90a code
+// (HOTPASS_CUDA_SM90A), a device of compute capability 9.0 (asked once per device), whole
+// warpgroups per block and chunks of 64 inputs (skinny_unroll 2).
+inline bool skinny_wgmma_available() {
+#if defined(HOTPASS_CUDA_SM90A)
+    if (kSkinnyWarps % 4 != 0 || kSkinnyChunk != 64) return false;
+    static int major[64] = {}, minor[64] = {};
+    int device = 0;
+    cudaGetDevice(&device);
+    if (device < 0 || device >= 64) return false;
+    if (!major[device]) {
+        cudaDeviceGetAttribute(&major[device], cudaDevAttrComputeCapabilityMajor, device);
+        cudaDeviceGetAttribute(&minor[device], cudaDevAttrComputeCapabilityMinor, device);
+    }
+    return major[device] == 9 && minor[device] == 0;
+#else
+    return false;
+#endif
+}
+
+// Which products the skinny GEMM uses: knob skinny_wgmma_min_tokens decides (kByKnob), or the test
+// picks one.
+enum class SkinnyMma { kByKnob, kMmaSync, kWgmma };
+
+template <int NB, int EPI, bool WG>
+void launch_skinny_kernel(const Params &p, dim3 grid, cudaStream_t stream) {
+    void (*kernel)(Params) = p.x_sum_sq ? skinny_kernel<NB, EPI, true, WG> : skinny_kernel<NB, EPI, false, WG>;
+    const size_t bytes = skinny_shared_bytes(EPI, NB * 8, WG);
     if (bytes > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
     launch_pdl_clustered(kernel, grid, dim3(kSkinnyWarps * 32), bytes, grid.x, stream, p);
 }
 
+template <int NB, int EPI>
+void launch_skinny_tokens(const Params &p, dim3 grid, bool wgmma, cudaStream_t stream) {
+    if constexpr (kSkinnyWarps % 4 == 0 && kSkinnyChunk == 64) {
+        if (wgmma) return launch_skinny_kernel<NB, EPI, true>(p, grid, stream);
+    }
+    launch_skinny_kernel<NB, EPI, false>(p, grid, stream);
+}
+
 // Launches the skinny kernel on `stream` (the caller checked skinny_fits). EPI is the same for
-// every segment.
+// every segment. kWgmma where skinny_wgmma_available() is false takes mma.sync.
 template <int EPI>
-void launch_skinny(Params p, cudaStream_t stream) {
+void launch_skinny(Params p, cudaStream_t stream, SkinnyMma mma = SkinnyMma::kByKnob) {
     if (p.n_token <= 0 || p.n_segment <= 0) return;
     int row_blocks = 0;
     for (int s = 0; s < p.n_segment; ++s) {
         p.segment[s].first_block = row_blocks;
         row_blocks += (p.segment[s].n_out + skinny_rows_of(EPI) - 1) / skinny_rows_of(EPI);
     }
+    const bool wanted = mma == SkinnyMma::kWgmma ||
+                        (mma == SkinnyMma::kByKnob && HP_CUDA_SKINNY_WGMMA_MIN_TOKENS > 0 && p.n_token >= HP_CUDA_SKINNY_WGMMA_MIN_TOKENS);
+    const bool wgmma = wanted && skinny_wgmma_available();
     const dim3 grid(unsigned(skinny_cluster_size(row_blocks, p.n_in)), unsigned(row_blocks), 1);
     switch (token_tiles(p.n_token)) {
-        case 1: launch_skinny_tokens<1, EPI>(p, grid, stream); break;
-        case 2: launch_skinny_tokens<2, EPI>(p, grid, stream); break;
-        case 4: launch_skinny_tokens<4, EPI>(p, grid, stream); break;
-        default: launch_skinny_tokens<8, EPI>(p, grid, stream); break;
+        case 1: launch_skinny_tokens<1, EPI>(p, grid, wgmma, stream); break;
+        case 2: launch_skinny_tokens<2, EPI>(p, grid, wgmma, stream); break;
+        case 4: launch_skinny_tokens<4, EPI>(p, grid, wgmma, stream); break;
+        default: launch_skinny_tokens<8, EPI>(p, grid, wgmma, stream); break;
     }
 }
 
