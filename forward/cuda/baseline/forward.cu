@@ -557,6 +557,7 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
     state->attn_counters = static_cast<int32_t *>(state_alloc(*state, counter_bytes, state->allocations));
     if (!state->inv_freq || !state->partial || !state->attn_counters) return fail(HP_ERR_OUT_OF_MEMORY);
     cudaMemsetAsync(state->attn_counters, 0, counter_bytes, state->stream);
+    hp_cuda_gemv::skinny_wgmma_available();  // the device is asked once, here, never inside a captured step
     if (c.n_expert > 0) {
         state->moe_barrier = static_cast<unsigned long long *>(state_alloc(*state, sizeof(unsigned long long), state->allocations));
         if (!state->moe_barrier) return fail(HP_ERR_OUT_OF_MEMORY);

@@ -14,7 +14,7 @@
 // chunk of the block's weight rows and of all the step's activations into a stage, skinny_stages - 1
 // chunks ahead of the one being multiplied (the first ones' weights before griddepcontrol.wait, as
 // the GEMV does), so a block keeps two stages of loads in flight (28-61 KB at 8-32 tokens with the
-// default knobs) without holding them in registers, and
+// default knobs; the wgmma path below keeps up to 7) without holding them in registers, and
 // the activations are read from L2 once per block: activation traffic is weights x tokens / R
 // instead of weights x tokens / 16. Each warp then multiplies its rows from shared memory:
 // lane (g, q) takes inputs [8 q, 8 q + 8) of a 32-input step of rows g and g + 8 and of token g,
@@ -37,6 +37,8 @@
 // with n_in a multiple of 8 and up to 64 tokens (skinny_fits); rows past n_out and inputs past n_in
 // are copied as zeros.
 #pragma once
+
+#include <atomic>
 
 namespace hp_cuda_gemv {
 
@@ -84,8 +86,11 @@ __host__ __device__ constexpr size_t skinny_shared_bytes(int epi, int n_tokens, 
 
 static_assert(skinny_shared_bytes(kStore, kMaxTokens) <= 232448 && skinny_shared_bytes(kSiluMul, kMaxTokens) <= 232448,
               "skinny GEMM: the ring of skinny_stages chunks exceeds 227 KB of shared memory at 64 tokens");
-static_assert(skinny_shared_bytes(kStore, kMaxTokens, true) <= 232448 && skinny_shared_bytes(kSiluMul, kMaxTokens, true) <= 232448,
-              "skinny GEMM: the ring of skinny_wgmma_stages_64 chunks exceeds 227 KB of shared memory at 64 tokens");
+static_assert(skinny_shared_bytes(kStore, 8, true) <= 232448 && skinny_shared_bytes(kSiluMul, 8, true) <= 232448 &&
+                  skinny_shared_bytes(kStore, 16, true) <= 232448 && skinny_shared_bytes(kSiluMul, 16, true) <= 232448 &&
+                  skinny_shared_bytes(kStore, 32, true) <= 232448 && skinny_shared_bytes(kSiluMul, 32, true) <= 232448 &&
+                  skinny_shared_bytes(kStore, 64, true) <= 232448 && skinny_shared_bytes(kSiluMul, 64, true) <= 232448,
+              "skinny GEMM: a skinny_wgmma_stages_<tokens> ring exceeds 227 KB of shared memory");
 
 __device__ inline void cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -116,6 +121,13 @@ __device__ inline uint64_t wgmma_desc_sw128(uint32_t address) {
 __device__ inline void wgmma_fence() {
 #if HP_CUDA_WGMMA_DEVICE
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+// Orders this thread's completed cp.async writes to shared memory (generic proxy) before wgmma's
+// reads of them (async proxy), as the PTX memory model asks; issued before the barrier.
+__device__ inline void fence_proxy_async_shared() {
+#if HP_CUDA_WGMMA_DEVICE
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 __device__ inline void wgmma_commit_and_wait() {
@@ -301,6 +313,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
 
     for (int i = 0; i < n_local; ++i) {
         cp_async_wait<S - 2>();  // chunk i has landed (this thread's copies) ...
+        if constexpr (WG) fence_proxy_async_shared();  // ... visible to wgmma too ...
         __syncthreads();         // ... everyone's, and every warp is done with chunk i - 1's stage
         if (i + S - 1 < n_local) {
             load_weights((i + S - 1) % S, kc_begin + i + S - 1);
@@ -437,24 +450,31 @@ inline bool skinny_fits(const Params &p, int epi) {
     return true;
 }
 
-// Whether the skinny GEMM may take its wgmma path here: a build with sm_90a code
-// (HOTPASS_CUDA_SM90A), a device of compute capability 9.0 (asked once per device), whole
-// warpgroups per block and chunks of 64 inputs (skinny_unroll 2).
+// Writes whether this module's code for the running device has wgmma (its sm_90a image was loaded).
+__global__ void skinny_wgmma_probe_kernel(int *out) { *out = HP_CUDA_WGMMA_DEVICE; }
+
+// Whether the skinny GEMM may take its wgmma path here: whole warpgroups per block, chunks of 64
+// inputs (skinny_unroll 2), a device of compute capability 9.0, and this module's image for it built
+// for sm_90a, which a one-thread probe kernel reports (a build for plain sm_90 or PTX alone says no).
+// Asked once per device; the first call synchronizes the device, so the plugin asks at create(),
+// never during a capture.
 inline bool skinny_wgmma_available() {
-#if defined(HOTPASS_CUDA_SM90A)
     if (kSkinnyWarps % 4 != 0 || kSkinnyChunk != 64) return false;
-    static int major[64] = {}, minor[64] = {};
+    static std::atomic<int> known[64];  // 0: not asked yet, 1: no, 2: yes
     int device = 0;
-    cudaGetDevice(&device);
-    if (device < 0 || device >= 64) return false;
-    if (!major[device]) {
-        cudaDeviceGetAttribute(&major[device], cudaDevAttrComputeCapabilityMajor, device);
-        cudaDeviceGetAttribute(&minor[device], cudaDevAttrComputeCapabilityMinor, device);
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
+    if (const int answer = known[device].load()) return answer == 2;
+    int major = 0, minor = 0, has = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    int *flag = nullptr;
+    if (major == 9 && minor == 0 && cudaMalloc(&flag, sizeof(int)) == cudaSuccess) {
+        skinny_wgmma_probe_kernel<<<1, 1>>>(flag);
+        if (cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess) has = 0;
+        cudaFree(flag);
     }
-    return major[device] == 9 && minor[device] == 0;
-#else
-    return false;
-#endif
+    known[device].store(has ? 2 : 1);
+    return has != 0;
 }
 
 // Which products the skinny GEMM uses: knob skinny_wgmma_min_tokens decides (kByKnob), or the test

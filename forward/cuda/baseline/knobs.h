@@ -317,5 +317,11 @@ static_assert(HP_CUDA_SKINNY_TILES >= 1 && HP_CUDA_SKINNY_TILES <= 4, "skinny_ti
 static_assert(HP_CUDA_SKINNY_UNROLL == 1 || HP_CUDA_SKINNY_UNROLL == 2 || HP_CUDA_SKINNY_UNROLL == 4 || HP_CUDA_SKINNY_UNROLL == 8,
               "skinny_unroll: 1, 2, 4 or 8 (whole rows per copy pass)");
 static_assert(HP_CUDA_SKINNY_TARGET_BLOCKS >= 1, "skinny_target_blocks: positive");
+static_assert(HP_CUDA_SKINNY_WGMMA_MIN_TOKENS >= 0, "skinny_wgmma_min_tokens: 0 (never) or a token count");
+static_assert((HP_CUDA_SKINNY_WGMMA_STAGES_8 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_8 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_8 <= 8)) &&
+                  (HP_CUDA_SKINNY_WGMMA_STAGES_16 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_16 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_16 <= 8)) &&
+                  (HP_CUDA_SKINNY_WGMMA_STAGES_32 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_32 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_32 <= 8)) &&
+                  (HP_CUDA_SKINNY_WGMMA_STAGES_64 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_64 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_64 <= 8)),
+              "skinny_wgmma_stages_*: 0 (two blocks per SM) or 2..8");
 static_assert(HP_CUDA_SKINNY_MOE == 0 || HP_CUDA_SKINNY_MOE == 1, "skinny_moe: 0 or 1");
 static_assert(HP_CUDA_SKINNY_STAGES >= 2 && HP_CUDA_SKINNY_STAGES <= 8, "skinny_stages: 2..8 (the ring's size is checked in gemm_skinny.cuh)");
