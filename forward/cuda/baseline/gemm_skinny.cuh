@@ -470,7 +470,10 @@ inline bool skinny_wgmma_available() {
     int *flag = nullptr;
     if (major == 9 && minor == 0 && cudaMalloc(&flag, sizeof(int)) == cudaSuccess) {
         skinny_wgmma_probe_kernel<<<1, 1>>>(flag);
-        if (cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess) has = 0;
+        if (cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess) {
+            has = 0;
+            cudaGetLastError();  // a probe that could not run (no image for the device) leaves no error behind
+        }
         cudaFree(flag);
     }
     known[device].store(has ? 2 : 1);
