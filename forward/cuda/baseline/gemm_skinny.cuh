@@ -86,11 +86,14 @@ __host__ __device__ constexpr size_t skinny_shared_bytes(int epi, int n_tokens, 
 
 static_assert(skinny_shared_bytes(kStore, kMaxTokens) <= 232448 && skinny_shared_bytes(kSiluMul, kMaxTokens) <= 232448,
               "skinny GEMM: the ring of skinny_stages chunks exceeds 227 KB of shared memory at 64 tokens");
-static_assert(skinny_shared_bytes(kStore, 8, true) <= 232448 && skinny_shared_bytes(kSiluMul, 8, true) <= 232448 &&
-                  skinny_shared_bytes(kStore, 16, true) <= 232448 && skinny_shared_bytes(kSiluMul, 16, true) <= 232448 &&
-                  skinny_shared_bytes(kStore, 32, true) <= 232448 && skinny_shared_bytes(kSiluMul, 32, true) <= 232448 &&
-                  skinny_shared_bytes(kStore, 64, true) <= 232448 && skinny_shared_bytes(kSiluMul, 64, true) <= 232448,
-              "skinny GEMM: a skinny_wgmma_stages_<tokens> ring exceeds 227 KB of shared memory");
+// Whether every token tile's wgmma ring (skinny_wgmma_stages_<tokens>) fits a block's 227 KB.
+__host__ __device__ constexpr bool skinny_wgmma_rings_fit() {
+    for (int tokens = 8; tokens <= kMaxTokens; tokens *= 2) {
+        if (skinny_shared_bytes(kStore, tokens, true) > 232448 || skinny_shared_bytes(kSiluMul, tokens, true) > 232448) return false;
+    }
+    return true;
+}
+static_assert(skinny_wgmma_rings_fit(), "skinny GEMM: a skinny_wgmma_stages_<tokens> ring exceeds 227 KB of shared memory");
 
 __device__ inline void cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
