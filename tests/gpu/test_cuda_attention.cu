@@ -2,7 +2,8 @@
 // tensor-core kernel of attention_mma.cuh for d_head 64 and 128) against float64 softmax attention
 // on the host over the same inputs: fresh random q, a random paged KV cache (bf16, and f16) with
 // shuffled block tables, sequence lengths off every tile (1, odd, a partial last 16-token block, a
-// full one), several tokens of one sequence at consecutive positions (as in a prefill), batch sizes
+// full one), several tokens of one sequence at consecutive positions (as in a prefill) or every token
+// alone in its sequence (a decode step: the early KV loads of knob attn_fd_early_kv), batch sizes
 // 1, 3, 8, 33 and 64, GQA groups 1, 2, 3, 4 and 8, d_head 32, 64 and 128, both load schedules
 // (PREFETCH or not), split counts 1 (no partials), the plugin's choice, 7 and 64 (more splits than
 // steps: empty splits), and paged blocks of 16 and 8 tokens (warp steps across blocks); the
@@ -42,13 +43,15 @@ struct Case {
     bool mma = false;       // decode_attention_mma_kernel (attention_mma.cuh; d_head 32 runs the other)
     int block_tokens = 16;  // 8: warp steps of 16 positions span paged blocks
     bool small_warps = false;  // the CUDA-core kernel with kFdSmallWarps warps per block (knob attn_fd_small_warps)
+    bool alone = false;        // every token alone in its sequence (a decode step), else every fifth shares
 };
 
 std::string describe(const Case &c) {
     return "n_token " + std::to_string(c.n_token) + ", heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
            ", d_head " + std::to_string(c.d_head) + ", kv " + (c.kv_dtype == HP_DTYPE_BF16 ? "bf16" : "f16") + ", n_split " +
            std::to_string(c.n_split) + (c.prefetch ? ", prefetch" : "") + (c.mma ? ", mma" : "") + ", block_tokens " +
-           std::to_string(c.block_tokens) + (c.small_warps ? ", " + std::to_string(base::kFdSmallWarps) + " warps" : "");
+           std::to_string(c.block_tokens) + (c.small_warps ? ", " + std::to_string(base::kFdSmallWarps) + " warps" : "") +
+           (c.alone ? ", one token per sequence" : "");
 }
 
 template <int D, int G, bool PREFETCH>
@@ -104,7 +107,7 @@ void run_case(const Case &c, uint32_t seed) {
     const int special[] = {1, 2, 15, 16, 17, 31, 33, 255, c.max_length};
     std::uniform_int_distribution<int> any_length(1, c.max_length);
     for (int t = 0; t < c.n_token; ++t) {
-        if (t > 0 && t % 5 == 4 && positions[size_t(t - 1)] + 2 <= c.max_length) {
+        if (!c.alone && t > 0 && t % 5 == 4 && positions[size_t(t - 1)] + 2 <= c.max_length) {
             token_seq[size_t(t)] = token_seq[size_t(t - 1)];
             positions[size_t(t)] = positions[size_t(t - 1)] + 1;
             lengths.back() = positions[size_t(t)] + 1;
@@ -160,6 +163,12 @@ void run_case(const Case &c, uint32_t seed) {
     p.n_split = c.n_split > 0 ? c.n_split
                               : base::decode_attention_splits(c.n_token, c.n_head_kv, d, max_blocks * block_tokens, capacity_split,
                                                               c.small_warps ? base::kFdSmallWarps : base::kFdWarps);
+    // Where every sequence has one token, the kernel gets seq_token_start as forward.cu hands it
+    // (early KV loads, knob attn_fd_early_kv); else null.
+    std::vector<int32_t> seq_token_start(size_t(n_seq) + 1, c.n_token);
+    for (int t = c.n_token - 1; t >= 0; --t) seq_token_start[size_t(token_seq[size_t(t)])] = t;
+    int32_t *seq_token_start_d = n_seq == c.n_token ? upload(seq_token_start) : nullptr;
+    p.seq_token_start = seq_token_start_d;
     float *q_d = upload(q);
     int32_t *positions_d = upload(positions), *token_seq_d = upload(token_seq), *tables_d = upload(tables);
     uint16_t *k_d = upload(k_bits), *v_d = upload(v_bits);
@@ -235,7 +244,7 @@ void run_case(const Case &c, uint32_t seed) {
     EXPECT_EQ(std::count(counters.begin(), counters.end(), 0), std::ptrdiff_t(counters.size())) << "split counters not reset";
     for (void *ptr : {static_cast<void *>(q_d), static_cast<void *>(positions_d), static_cast<void *>(token_seq_d), static_cast<void *>(tables_d),
                       static_cast<void *>(k_d), static_cast<void *>(v_d), static_cast<void *>(partial_d), static_cast<void *>(counters_d),
-                      static_cast<void *>(out_d)}) {
+                      static_cast<void *>(out_d), static_cast<void *>(seq_token_start_d)}) {
         cudaFree(ptr);
     }
 }
@@ -251,6 +260,8 @@ void run_llama1b_cases(bool mma) {
             c.prefetch = prefetch;
             c.mma = mma;
             run_case(c, seed++);
+            c.alone = true;  // a decode step: early KV loads where the kernel makes them
+            if (n_token >= 8) run_case(c, seed++);
         }
     }
 }

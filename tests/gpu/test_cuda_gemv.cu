@@ -426,6 +426,232 @@ TEST(CudaGemv, SkinnyGemmAtDecodeBatchShapes) {
     }
 }
 
+// The q/k/v launch's head epilogue (HeadOut, knob skinny_head): one launch must leave q roped (and
+// normed where the model has q/k norm) in segment 0's output and exactly the step's K/V rows in the
+// paged cache, everything else in the cache untouched. Against float64 host math: the projection
+// (and the folded input norm), bias, the head's RMSNorm, RoPE at each token's position.
+struct HeadCase {
+    int n_in, n_token, d_head, n_head, n_head_kv;
+    bool qk_norm, norm_in;
+    hp_dtype kv_dtype;
+    gemv::SkinnyMma mma;
+};
+
+void run_head_case(const HeadCase &c, uint32_t seed) {
+    SCOPED_TRACE("n_in " + std::to_string(c.n_in) + ", n_token " + std::to_string(c.n_token) + ", d_head " + std::to_string(c.d_head) +
+                 ", heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + (c.qk_norm ? ", q/k norm" : "") +
+                 (c.norm_in ? ", norm in" : "") + (c.kv_dtype == HP_DTYPE_F32 ? ", f32 cache" : ", bf16 cache") +
+                 (c.mma == gemv::SkinnyMma::kWgmma ? ", wgmma" : c.mma == gemv::SkinnyMma::kMmaSync ? ", mma.sync" : ""));
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    const int d = c.d_head, half = d / 2, n_out[3] = {c.n_head * d, c.n_head_kv * d, c.n_head_kv * d};
+    const Bf16Buffer x = random_bf16(rng, size_t(c.n_token) * c.n_in, 1.0f);
+    const int n_sum_sq = 13;
+    std::vector<float> sum_sq(size_t(c.n_token) * n_sum_sq), inv_rms(size_t(c.n_token), 1.0f);
+    std::uniform_real_distribution<float> positive(0.0f, 4.0f * c.n_in / n_sum_sq);
+    for (float &v : sum_sq) v = positive(rng);
+    if (c.norm_in) {
+        for (int t = 0; t < c.n_token; ++t) {
+            double total = 0;
+            for (int i = 0; i < n_sum_sq; ++i) total += sum_sq[size_t(t) * n_sum_sq + i];
+            inv_rms[size_t(t)] = float(1.0 / std::sqrt(total / c.n_in + 1e-5));
+        }
+    }
+    // Sequences: token t is sequence seq[t] (shuffled), at a random position; paged blocks of 16
+    // tokens, block tables a shuffled pool.
+    const int block_tokens = 16, max_blocks = 64, n_block = c.n_token * max_blocks;
+    std::vector<int32_t> seq(static_cast<size_t>(c.n_token)), positions(static_cast<size_t>(c.n_token)), tables(size_t(c.n_token) * max_blocks),
+        pool(static_cast<size_t>(n_block));
+    std::iota(seq.begin(), seq.end(), 0);
+    std::shuffle(seq.begin(), seq.end(), rng);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::copy(pool.begin(), pool.end(), tables.begin());
+    std::uniform_int_distribution<int> any_position(0, max_blocks * block_tokens - 1);
+    for (int &position : positions) position = any_position(rng);
+    positions[0] = 0;
+    std::vector<float> inv_freq(static_cast<size_t>(half));
+    for (int i = 0; i < half; ++i) inv_freq[size_t(i)] = float(std::pow(10000.0, -2.0 * i / d));
+
+    gemv::Params p;
+    p.n_in = c.n_in;
+    p.n_token = c.n_token;
+    p.n_segment = 3;
+    p.x = reinterpret_cast<const __nv_bfloat16 *>(upload(x.host));
+    if (c.norm_in) {
+        p.x_sum_sq = upload(sum_sq);
+        p.n_sum_sq = n_sum_sq;
+        p.norm_eps = 1e-5f;
+    }
+    Bf16Buffer w[3], norm_w[2];
+    std::vector<float> bias[3];
+    for (int s = 0; s < 3; ++s) {
+        w[s] = random_bf16(rng, size_t(n_out[s]) * c.n_in, 0.05f);
+        bias[s].resize(size_t(n_out[s]));
+        for (float &b : bias[s]) b = uniform(rng);
+        p.segment[s].w = reinterpret_cast<const __nv_bfloat16 *>(upload(w[s].host));
+        p.segment[s].n_out = n_out[s];
+        p.segment[s].bias = upload(bias[s]);
+        p.segment[s].bias_dtype = HP_DTYPE_F32;
+        // k and v land in the cache: their outputs stay NaN
+        p.segment[s].y = upload(std::vector<float>(size_t(c.n_token) * n_out[s], NAN));
+    }
+    const size_t row_width = size_t(c.n_head_kv) * d, cache_elements = size_t(n_block) * block_tokens * row_width;
+    const size_t element = c.kv_dtype == HP_DTYPE_F32 ? 4 : 2;
+    std::vector<char> poison(cache_elements * element, char(0x7f));  // NaN in both dtypes
+    gemv::HeadOut &h = p.head;
+    h.d_head = d;
+    h.n_head_kv = c.n_head_kv;
+    h.eps = 1e-6f;
+    h.inv_freq = upload(inv_freq);
+    if (c.qk_norm) {
+        for (auto &n : norm_w) n = random_bf16(rng, size_t(d), 1.0f);
+        h.norm_dtype = HP_DTYPE_BF16;
+        h.q_norm = upload(norm_w[0].host);
+        h.k_norm = upload(norm_w[1].host);
+    }
+    h.positions = upload(positions);
+    h.token_seq = upload(seq);
+    h.block_tables = upload(tables);
+    h.block_tokens = block_tokens;
+    h.max_blocks = max_blocks;
+    h.kv_dtype = c.kv_dtype;
+    h.k_cache = upload(poison);
+    h.v_cache = upload(poison);
+    ASSERT_TRUE(h.k_cache && h.v_cache && h.block_tables && p.segment[2].y);
+    if (c.mma == gemv::SkinnyMma::kByKnob) ASSERT_TRUE(gemv::skinny_head_fits(p)) << "the plugin's launch would not take the head epilogue";
+    if (c.mma == gemv::SkinnyMma::kByKnob) gemv::launch<gemv::kStore>(p, nullptr);
+    else gemv::launch_skinny<gemv::kStore>(p, nullptr, c.mma);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+
+    std::vector<float> q(size_t(c.n_token) * n_out[0]);
+    std::vector<char> k_cache(poison.size()), v_cache(poison.size());
+    CHECK_CUDA(cudaMemcpy(q.data(), p.segment[0].y, q.size() * 4, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(k_cache.data(), h.k_cache, k_cache.size(), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(v_cache.data(), h.v_cache, v_cache.size(), cudaMemcpyDeviceToHost));
+    auto cache_value = [&](const std::vector<char> &cache, size_t i) {
+        if (c.kv_dtype == HP_DTYPE_F32) {
+            float v;
+            std::memcpy(&v, cache.data() + i * 4, 4);
+            return double(v);
+        }
+        uint16_t bits;
+        std::memcpy(&bits, cache.data() + i * 2, 2);
+        return double(from_bf16_bits(bits));
+    };
+    std::vector<char> written(cache_elements, char(0));
+    int bad = 0;
+    for (int t = 0; t < c.n_token; ++t) {
+        const int position = positions[size_t(t)];
+        const size_t slot = size_t(tables[size_t(seq[size_t(t)]) * max_blocks + position / block_tokens]) * block_tokens + position % block_tokens;
+        for (int s = 0; s < 3; ++s) {
+            for (int head = 0; head < n_out[s] / d; ++head) {
+                // the head's values after bias (and error bounds), then its norm
+                std::vector<double> value(static_cast<size_t>(d)), bound(static_cast<size_t>(d));
+                for (int i = 0; i < d; ++i) {
+                    const int row = head * d + i;
+                    double dot = 0, mass = 0;
+                    for (int k = 0; k < c.n_in; ++k) {
+                        const double product = double(w[s].value[size_t(row) * c.n_in + k]) * x.value[size_t(t) * c.n_in + k];
+                        dot += product;
+                        mass += std::fabs(product);
+                    }
+                    value[size_t(i)] = dot * inv_rms[size_t(t)] + bias[s][size_t(row)];
+                    bound[size_t(i)] = (5e-5 + 1e-6) * mass * inv_rms[size_t(t)] + 1e-6;
+                }
+                if (s < 2 && c.qk_norm) {
+                    // 1/rms moves by at most |bound| / |value| relative (Cauchy-Schwarz), plus rsqrtf's rounding
+                    double squares = 0, bound_squares = 0;
+                    for (int i = 0; i < d; ++i) squares += value[size_t(i)] * value[size_t(i)], bound_squares += bound[size_t(i)] * bound[size_t(i)];
+                    const double scale = 1.0 / std::sqrt(squares / d + 1e-6), scale_error = std::sqrt(bound_squares / squares) + 1e-6;
+                    for (int i = 0; i < d; ++i) {
+                        const double nw = std::fabs(norm_w[s].value[size_t(i)]);
+                        bound[size_t(i)] = (bound[size_t(i)] + std::fabs(value[size_t(i)]) * scale_error) * scale * nw + 1e-6;
+                        value[size_t(i)] *= scale * norm_w[s].value[size_t(i)];
+                    }
+                }
+                std::vector<double> expected(value), limit(bound);
+                if (s < 2) {
+                    for (int i = 0; i < half; ++i) {
+                        const double angle = double(position) * inv_freq[size_t(i)], first = value[size_t(i)], second = value[size_t(i + half)];
+                        expected[size_t(i)] = first * std::cos(angle) - second * std::sin(angle);
+                        expected[size_t(i + half)] = second * std::cos(angle) + first * std::sin(angle);
+                        limit[size_t(i)] = limit[size_t(i + half)] = bound[size_t(i)] + bound[size_t(i + half)] + 1e-6 * (std::fabs(first) + std::fabs(second));
+                    }
+                }
+                for (int i = 0; i < d; ++i) {
+                    double got, allowed = limit[size_t(i)];
+                    if (s == 0) {
+                        got = q[size_t(t) * n_out[0] + size_t(head * d + i)];
+                    } else {
+                        const size_t at = slot * row_width + size_t(head * d + i);
+                        written[at] = 1;
+                        got = cache_value(s == 1 ? k_cache : v_cache, at);
+                        if (c.kv_dtype != HP_DTYPE_F32) allowed += std::ldexp(std::fabs(expected[size_t(i)]), -8);
+                    }
+                    if (!(std::fabs(got - expected[size_t(i)]) <= allowed) && bad++ < 5) {
+                        ADD_FAILURE() << "segment " << s << " token " << t << " head " << head << " element " << i << ": got " << got << ", expected "
+                                      << expected[size_t(i)] << " (bound " << allowed << ")";
+                    }
+                }
+            }
+        }
+    }
+    EXPECT_EQ(bad, 0);
+    // Every other cache element keeps its poison bits; k and v outputs are not written.
+    size_t stray = 0;
+    for (size_t i = 0; i < cache_elements; ++i) {
+        if (written[i]) continue;
+        stray += std::memcmp(k_cache.data() + i * element, poison.data(), element) != 0;
+        stray += std::memcmp(v_cache.data() + i * element, poison.data(), element) != 0;
+    }
+    EXPECT_EQ(stray, 0u) << "cache elements written outside the step's rows";
+    for (int s = 1; s < 3; ++s) {
+        std::vector<float> y(size_t(c.n_token) * n_out[s]);
+        CHECK_CUDA(cudaMemcpy(y.data(), p.segment[s].y, y.size() * 4, cudaMemcpyDeviceToHost));
+        EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return std::isnan(v); })) << "segment " << s << "'s output written";
+    }
+    for (const void *ptr : {static_cast<const void *>(p.x), static_cast<const void *>(p.x_sum_sq), static_cast<const void *>(h.inv_freq), h.q_norm, h.k_norm,
+                            static_cast<const void *>(h.positions), static_cast<const void *>(h.token_seq), static_cast<const void *>(h.block_tables),
+                            static_cast<const void *>(h.k_cache), static_cast<const void *>(h.v_cache)}) {
+        cudaFree(const_cast<void *>(ptr));
+    }
+    for (const gemv::Segment &segment : p.segment) {
+        cudaFree(const_cast<__nv_bfloat16 *>(segment.w));
+        cudaFree(const_cast<void *>(segment.bias));
+        cudaFree(segment.y);
+    }
+}
+
+TEST(CudaGemv, SkinnyHeadEpilogueMatchesHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    const int rows = gemv::skinny_rows_of(gemv::kStore);
+    // Heads that divide a block's rows: llama-3.2-1b's d_head 64 (32 / 8 heads), and 32 with head
+    // counts that leave a block half empty; qwen3's q/k norm; f32 and bf16 caches; folded input norm.
+    std::vector<HeadCase> cases;
+    for (int n_token : {1, 3, 8, 17, 32}) {
+        cases.push_back({2048, n_token, 64, 32, 8, false, n_token % 2 == 1, HP_DTYPE_BF16, gemv::SkinnyMma::kByKnob});
+        cases.push_back({520, n_token, 32, 5, 3, true, true, n_token == 8 ? HP_DTYPE_F32 : HP_DTYPE_BF16, gemv::SkinnyMma::kByKnob});
+    }
+    cases.push_back({1024, 8, 64, 16, 4, true, false, HP_DTYPE_BF16, gemv::SkinnyMma::kMmaSync});
+    if (gemv::skinny_wgmma_available()) cases.push_back({1024, 8, 64, 16, 4, true, false, HP_DTYPE_BF16, gemv::SkinnyMma::kWgmma});
+    for (const HeadCase &c : cases) {
+        if (rows % c.d_head != 0) continue;
+        run_head_case(c, seed++);
+    }
+    // A head longer than a block's rows: the launch keeps the head kernel.
+    gemv::Params p;
+    p.n_in = 2048;
+    p.n_token = 1;
+    p.n_segment = 3;
+    p.head.d_head = 2 * rows;
+    for (gemv::Segment &segment : p.segment) segment.n_out = 4 * rows;
+    EXPECT_FALSE(gemv::skinny_head_fits(p));
+}
+
 TEST(CudaGemv, L2PrefetchRangesLeaveResultsUnchanged) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     uint32_t seed = std::random_device{}();

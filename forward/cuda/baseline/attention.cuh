@@ -14,7 +14,8 @@
 // the (token, kv head) to arrive (atomic counter) adds the splits in split order (deterministic
 // whatever the arrival order) and writes the output, and sets the counter back to zero for the
 // next step (graph replays need no reset). Positions [0, positions[t]] of the token's sequence are
-// attended (the head kernel has written position positions[t] before). 16-bit KV (bf16, f16),
+// attended (the head kernel, or the q/k/v launch's head epilogue, has written position positions[t]
+// before; older rows may be loaded before griddepcontrol.wait: knob attn_fd_early_kv). 16-bit KV (bf16, f16),
 // d_head 32, 64 or 128, group <= kMaxGroup; other shapes use attention_split_kernel.
 #pragma once
 
@@ -45,6 +46,7 @@ struct DecodeAttentionParams {
     int block_tokens, block_shift;  // block_shift: log2(block_tokens) when a power of two, else -1
     int max_blocks;
     int n_split;                 // splits per (token, kv head); 1: no partials, no counters
+    const int32_t *seq_token_start;  // the batch's [n_seq + 1] where n_seq == n_token, else null (early KV: no token is alone)
     hp_cuda_gemv::L2Prefetch prefetch;  // upcoming weights, prefetched into L2 before the wait (gemv.cuh)
 };
 
@@ -219,22 +221,19 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
     static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
     hp_cuda_gemv::launch_dependents();  // the o_proj GEMV after it may start streaming its weights
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
-    hp_cuda_gemv::wait_for_previous_grid();
     const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int sub = lane / kLanesPerRow, chunk = lane % kLanesPerRow;  // position in a load, 8-element chunk of the row
     const int group = p.group, head0 = g * group;
 
-    float q_r[G][8];
-#pragma unroll
-    for (int h = 0; h < G; ++h) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) q_r[h][e] = h < group ? q[(int64_t(t) * p.n_head + head0 + h) * D + chunk * 8 + e] * p.scale_log2 : 0.0f;
-    }
+    // positions, block_tables and seq_token_start are the step's inputs, written before its first
+    // kernel: readable before the wait. The token's sequence is token_seq's (a kernel's output)
+    // unless the token is its sequence's only one (`alone`: sequence t, read from seq_token_start).
     const int length = positions[t] + 1;
     const int n_step = (length + kStep - 1) / kStep, split_steps = (n_step + p.n_split - 1) / p.n_split;
     const int step_begin = min(n_step, split * split_steps), step_end = min(n_step, step_begin + split_steps);
-    const int32_t *table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
+    const bool alone = p.seq_token_start && p.seq_token_start[t] == t && p.seq_token_start[t + 1] == t + 1;
+    const int32_t *table = alone ? block_tables + int64_t(t) * p.max_blocks : nullptr;
     const int64_t row_width = int64_t(p.n_head_kv) * D;
     const auto *k_base = static_cast<const uint16_t *>(k_cache) + int64_t(g) * D + chunk * 8;
     const auto *v_base = static_cast<const uint16_t *>(v_cache) + int64_t(g) * D + chunk * 8;
@@ -273,8 +272,25 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
             v_raw[u] = load_kv(v_base + row);
         }
     };
+    // Early KV (knob attn_fd_early_kv): a token alone in its sequence has only its newest row
+    // written in this step (before this kernel), so the warp's first step, if wholly older, is
+    // loaded before the wait and streams while the q/k/v projection finishes. PREFETCH variant only:
+    // the other, held to 128 registers, took 0.28 instead of 0.20 ms a step at batch 8 with it.
     uint4 k_next[kFdUnroll], v_next[kFdUnroll];
-    if (PREFETCH && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
+    bool have_next = false;  // k_next, v_next hold the warp's first step
+    if (HP_CUDA_ATTN_FD_EARLY_KV && PREFETCH && alone && step_begin + warp < step_end && (step_begin + warp + 1) * kStep < length) {
+        load_step(step_begin + warp, k_next, v_next);
+        have_next = true;
+    }
+    hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
+    if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
+    float q_r[G][8];
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) q_r[h][e] = h < group ? q[(int64_t(t) * p.n_head + head0 + h) * D + chunk * 8 + e] * p.scale_log2 : 0.0f;
+    }
+    if (PREFETCH && !have_next && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
     for (int step = step_begin + warp; step < step_end; step += W) {
         uint4 k_raw[kFdUnroll], v_raw[kFdUnroll];
         bool valid[kFdUnroll];
@@ -287,6 +303,13 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
                 v_raw[u] = v_next[u];
             }
             if (step + W < step_end) load_step(step + W, k_next, v_next);
+        } else if (have_next) {
+#pragma unroll
+            for (int u = 0; u < kFdUnroll; ++u) {
+                k_raw[u] = k_next[u];
+                v_raw[u] = v_next[u];
+            }
+            have_next = false;
         } else {
             load_step(step, k_raw, v_raw);
         }

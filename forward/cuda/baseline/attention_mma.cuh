@@ -90,37 +90,20 @@ __global__ void __launch_bounds__(kFdWarps * 32,
     __shared__ FdShared<D, G> sh;
     hp_cuda_gemv::launch_dependents();
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
-    hp_cuda_gemv::wait_for_previous_grid();
     const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int r = lane / 4, c = lane % 4;
     const int group = p.group, head0 = g * group;
-
-    // q of head r, pre-scaled, as A fragments of the d_head / 16 k-chunks (hi row r, lo row r + 8).
-    uint32_t q_a[D / 16][4];
-#pragma unroll
-    for (int k = 0; k < kKChunks; ++k) {
-        float x[8] = {};
-        if (r < group) {
-            const float *q_chunk = q + (int64_t(t) * p.n_head + head0 + r) * D + 8 * (c + 4 * k);
-            const float4 lo4 = *reinterpret_cast<const float4 *>(q_chunk),
-                         hi4 = *reinterpret_cast<const float4 *>(q_chunk + 4);
-            const float loaded[8] = {lo4.x, lo4.y, lo4.z, lo4.w, hi4.x, hi4.y, hi4.z, hi4.w};
-#pragma unroll
-            for (int e = 0; e < 8; ++e) x[e] = loaded[e] * p.scale_log2;
-        }
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            split16x2<KV>(x[4 * i], x[4 * i + 1], q_a[2 * k + i][0], q_a[2 * k + i][1]);
-            split16x2<KV>(x[4 * i + 2], x[4 * i + 3], q_a[2 * k + i][2], q_a[2 * k + i][3]);
-        }
-    }
+    // As decode_attention_kernel: the step's inputs before the wait, and (PREFETCH variant) the
+    // warp's first step of K/V rows too where the token is alone in its sequence and the step wholly
+    // predates it (the other variant, held to 128 registers, lost 4% alone at batch 16 and 32 with it).
     const int length = positions[t] + 1;
     const int n_step = (length + kMmaStep - 1) / kMmaStep,
               split_steps = (n_step + p.n_split - 1) / p.n_split;
     const int step_begin = min(n_step, split * split_steps),
               step_end = min(n_step, step_begin + split_steps);
-    const int32_t *table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
+    const bool alone = p.seq_token_start && p.seq_token_start[t] == t && p.seq_token_start[t + 1] == t + 1;
+    const int32_t *table = alone ? block_tables + int64_t(t) * p.max_blocks : nullptr;
     const int64_t row_width = int64_t(p.n_head_kv) * D;
     const auto *k_base = static_cast<const uint16_t *>(k_cache) + int64_t(g) * D;
     const auto *v_base = static_cast<const uint16_t *>(v_cache) + int64_t(g) * D;
@@ -145,14 +128,41 @@ __global__ void __launch_bounds__(kFdWarps * 32,
 #pragma unroll
             for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = load_kv(v_base + row(v_row[j]) + 8 * (r + 8 * k));
     };
+    uint4 k_next[2][kKChunks], v_next[4][kVChunks];
+    bool have_next = false;  // k_next, v_next hold the warp's first step
+    if (HP_CUDA_ATTN_FD_EARLY_KV && PREFETCH && alone && step_begin + warp < step_end && (step_begin + warp + 1) * kMmaStep < length) {
+        load_step(step_begin + warp, k_next, v_next);
+        have_next = true;
+    }
+    hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
+    if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
+
+    // q of head r, pre-scaled, as A fragments of the d_head / 16 k-chunks (hi row r, lo row r + 8).
+    uint32_t q_a[D / 16][4];
+#pragma unroll
+    for (int k = 0; k < kKChunks; ++k) {
+        float x[8] = {};
+        if (r < group) {
+            const float *q_chunk = q + (int64_t(t) * p.n_head + head0 + r) * D + 8 * (c + 4 * k);
+            const float4 lo4 = *reinterpret_cast<const float4 *>(q_chunk),
+                         hi4 = *reinterpret_cast<const float4 *>(q_chunk + 4);
+            const float loaded[8] = {lo4.x, lo4.y, lo4.z, lo4.w, hi4.x, hi4.y, hi4.z, hi4.w};
+#pragma unroll
+            for (int e = 0; e < 8; ++e) x[e] = loaded[e] * p.scale_log2;
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            split16x2<KV>(x[4 * i], x[4 * i + 1], q_a[2 * k + i][0], q_a[2 * k + i][1]);
+            split16x2<KV>(x[4 * i + 2], x[4 * i + 3], q_a[2 * k + i][2], q_a[2 * k + i][3]);
+        }
+    }
 
     // Head r: running max (base 2, quad-uniform), this thread's share of the sum.
     float m = -INFINITY, l = 0.0f;
     float o[kOTiles][4];  // rows r (hi p) and r + 8 (lo p), columns 2c, 2c + 1 of each n8 tile
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-    uint4 k_next[2][kKChunks], v_next[4][kVChunks];
-    if (PREFETCH && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
+    if (PREFETCH && !have_next && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
     for (int step = step_begin + warp; step < step_end; step += kFdWarps) {
         uint4 k_raw[2][kKChunks], v_raw[4][kVChunks];
         if constexpr (PREFETCH) {
@@ -167,6 +177,18 @@ __global__ void __launch_bounds__(kFdWarps * 32,
                 for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = v_next[j][k];
             }
             if (step + kFdWarps < step_end) load_step(step + kFdWarps, k_next, v_next);
+        } else if (have_next) {
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+#pragma unroll
+                for (int k = 0; k < kKChunks; ++k) k_raw[j][k] = k_next[j][k];
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = v_next[j][k];
+            }
+            have_next = false;
         } else {
             load_step(step, k_raw, v_raw);
         }

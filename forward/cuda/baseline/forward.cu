@@ -5,7 +5,7 @@
 // GEMM (o_proj and down_proj accumulate straight into the residual). RMSNorm is folded into the
 // decode GEMVs (the residual GEMV writes the next norm's operand and sums of x^2, the next GEMV
 // scales by 1/rms), else one kernel writes the bf16 GEMM input; bias + q/k norm + RoPE + KV write
-// are one kernel per head; attention is flash-decoding paged attention with GQA (attention.cuh; the
+// are one kernel per head, or the q/k/v skinny GEMM's epilogue (knob skinny_head); attention is flash-decoding paged attention with GQA (attention.cuh; the
 // older split + reduce kernels for other shapes); MoE (moe.cuh) routes and groups the tokens by
 // expert on the device, reads each chosen expert once for all its tokens and adds the slots in a
 // fixed order (knob moe_kernel 0: the first per-(token, slot) kernels of kernels.cuh).
@@ -618,6 +618,7 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     const bool small = !mma && batch.n_token <= HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS;
     const int warps = small ? kFdSmallWarps : kFdWarps;
     p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)), warps);
+    p.seq_token_start = batch.n_token == batch.n_seq ? batch.seq_token_start : nullptr;  // tokens may be alone in their sequences
     if (state.prefetch_step) p.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
     const dim3 grid(c.n_head_kv, batch.n_token, p.n_split), block(warps * 32);
     auto launch = [&](auto kernel) {
@@ -650,8 +651,35 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     }
 }
 
+// The q/k/v launch's head epilogue (HeadOut, gemv.cuh): everything the head kernel would take,
+// but the biases (the caller puts them into the segments once skinny_head_fits says yes).
+void set_head(const BaselineState &state, const hp_batch &batch, int layer, hp_cuda_gemv::Params &p) {
+    const hp_config &c = state.model->config;
+    const hp_kv_cache &kv = *state.model->kv;
+    const hp_layer &w = state.model->layers[layer];
+    hp_cuda_gemv::HeadOut &h = p.head;
+    h.d_head = c.d_head;
+    h.n_head_kv = c.n_head_kv;
+    h.eps = c.norm_eps;
+    h.inv_freq = state.inv_freq;
+    if (c.has_qk_norm) {
+        h.norm_dtype = w.q_norm.dtype;
+        h.q_norm = w.q_norm.data;
+        h.k_norm = w.k_norm.data;
+    }
+    h.positions = batch.positions;
+    h.token_seq = state.act.token_seq;
+    h.block_tables = batch.block_tables;
+    h.block_tokens = kv.block_tokens;
+    h.max_blocks = batch.max_blocks_per_seq;
+    h.kv_dtype = kv.dtype;
+    h.k_cache = kv.k[layer];
+    h.v_cache = kv.v[layer];
+}
+
+// The head kernel of the layer's step: bias, q/k norm and RoPE of q and k, K and V into the cache.
 template <hp_dtype KV>
-void launch_attention(BaselineState &state, const hp_batch &batch, int layer, int n_split) {
+void launch_head(BaselineState &state, const hp_batch &batch, int layer) {
     const hp_config &c = state.model->config;
     const hp_kv_cache &kv = *state.model->kv;
     const Activations &a = state.act;
@@ -673,6 +701,16 @@ void launch_attention(BaselineState &state, const hp_batch &batch, int layer, in
     const int head_threads = std::min(256, (c.d_head + 31) / 32 * 32);
     hp_cuda_gemv::launch_pdl(head_kernel<KV>, dim3(c.n_head + c.n_head_kv, batch.n_token), dim3(head_threads), 0, state.stream,
         hp, a.q, a.k, a.v, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer]);
+}
+
+// Bias, q/k norm, RoPE and the KV write (the head kernel, unless the q/k/v launch did it: head_done),
+// then attention.
+template <hp_dtype KV>
+void launch_attention(BaselineState &state, const hp_batch &batch, int layer, int n_split, bool head_done) {
+    const hp_config &c = state.model->config;
+    const hp_kv_cache &kv = *state.model->kv;
+    const Activations &a = state.act;
+    if (!head_done) launch_head<KV>(state, batch, layer);
     const int group = c.n_head / c.n_head_kv;
     if (HP_CUDA_ATTN_KERNEL >= 1 && KV != HP_DTYPE_F32 && (c.d_head == 32 || c.d_head == 64 || c.d_head == 128)) {
         launch_decode_attention<KV>(state, batch, layer, group);
@@ -844,8 +882,11 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         const LayerMatrices &m = state.layers[size_t(layer)];
         const FoldedNorm *attn_norm = folded ? &folded_norm : nullptr;
         if (!folded && !normed) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
+        bool head_done = false;  // the q/k/v launch did the head kernel's work
         if (HP_CUDA_GEMV_FUSE && use_gemv(state, n_token) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
-            // q, k and v read the same input: one launch (their biases are added by the head kernel).
+            // q, k and v read the same input: one launch. Their biases, norms, RoPE and the KV write
+            // are the head kernel's, or this launch's epilogue where the skinny GEMM takes it
+            // (knob skinny_head).
             hp_cuda_gemv::Params p;
             set_input(state, p, a.h, attn_norm);
             p.n_in = m.wq.n_in;
@@ -855,6 +896,15 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             p.segment[1] = gemv_segment(m.wk, a.k);
             p.segment[2] = gemv_segment(m.wv, a.v);
             if (state.prefetch_step) p.prefetch = state.weight_stream.next(m.qkv_end, kL2Lookahead);
+            set_head(state, *batch, layer, p);
+            head_done = hp_cuda_gemv::skinny_head_fits(p);
+            if (head_done) {
+                p.segment[0].bias = w.bq.data, p.segment[0].bias_dtype = w.bq.dtype;
+                p.segment[1].bias = w.bk.data, p.segment[1].bias_dtype = w.bk.dtype;
+                p.segment[2].bias = w.bv.data, p.segment[2].bias_dtype = w.bv.dtype;
+            } else {
+                p.head = hp_cuda_gemv::HeadOut{};
+            }
             hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
         } else {
             ok = project(state, m.wq, a.h, a.q, n_token, false, nullptr, attn_norm) &&
@@ -862,9 +912,9 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
                  project(state, m.wv, a.h, a.v, n_token, false, nullptr, attn_norm);
         }
         switch (model.kv->dtype) {
-            case HP_DTYPE_F32: launch_attention<HP_DTYPE_F32>(state, *batch, layer, n_split); break;
-            case HP_DTYPE_F16: launch_attention<HP_DTYPE_F16>(state, *batch, layer, n_split); break;
-            case HP_DTYPE_BF16: launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split); break;
+            case HP_DTYPE_F32: launch_attention<HP_DTYPE_F32>(state, *batch, layer, n_split, head_done); break;
+            case HP_DTYPE_F16: launch_attention<HP_DTYPE_F16>(state, *batch, layer, n_split, head_done); break;
+            case HP_DTYPE_BF16: launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split, head_done); break;
         }
         // o_proj folds the FFN norm when gate/up (or the router and the grouped experts) are GEMVs.
         const bool grouped = w.is_moe && grouped_moe(c);

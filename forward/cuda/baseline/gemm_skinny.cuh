@@ -66,8 +66,6 @@ __host__ __device__ constexpr int skinny_rows_of(int epi) { return kSkinnyWarps 
 __host__ __device__ constexpr int skinny_stage_elements(int epi, int n_tokens, bool wg = false) {
     return (kSkinnyWarps * skinny_matrix_tiles(epi) * kTileRows + n_tokens) * (wg ? kSkinnyChunk : kSkinnyPitch);
 }
-// Shared memory of a block: the ring, later reused for the partial sums ([warp][matrix tile][token]
-// [row]), then 1/rms per token.
 // Stages of the ring for a launch of n_tokens (a multiple of 8): skinny_stages, or on the wgmma path
 // skinny_wgmma_stages_<tokens>, where 0 asks for the most (up to 8) that leave room for two blocks
 // per SM.
@@ -78,10 +76,17 @@ __host__ __device__ constexpr int skinny_stages_of(int epi, int n_tokens, bool w
     const int fit = (232448 / 2 - 1024) / (skinny_stage_elements(epi, n_tokens, true) * 2);
     return fit < 2 ? 2 : fit > 8 ? 8 : fit;
 }
-__host__ __device__ constexpr size_t skinny_shared_bytes(int epi, int n_tokens, bool wg = false) {
+// Shared memory of a block: the ring, later reused for the partial sums ([warp][matrix tile][token]
+// [row]) and, for kStore's head epilogue, the block's finished rows ([token][row]) (the body); then
+// 1/rms per token, and for kStore the head epilogue's position and cache row per token.
+__host__ __device__ constexpr size_t skinny_body_bytes(int epi, int n_tokens, bool wg) {
     const size_t ring = size_t(skinny_stages_of(epi, n_tokens, wg)) * skinny_stage_elements(epi, n_tokens, wg) * 2;
-    const size_t partials = size_t(kSkinnyWarps) * skinny_matrix_tiles(epi) * n_tokens * kTileRows * 4;
-    return (ring > partials ? ring : partials) + size_t(n_tokens) * 4;
+    const size_t partials = size_t(kSkinnyWarps) * skinny_matrix_tiles(epi) * n_tokens * kTileRows * 4 +
+                            (epi == kStore ? size_t(n_tokens) * skinny_rows_of(epi) * 4 : 0);
+    return ring > partials ? ring : partials;
+}
+__host__ __device__ constexpr size_t skinny_shared_bytes(int epi, int n_tokens, bool wg = false) {
+    return skinny_body_bytes(epi, n_tokens, wg) + size_t(n_tokens) * (epi == kStore ? 16 : 4);
 }
 
 static_assert(skinny_shared_bytes(kStore, kMaxTokens) <= 232448 && skinny_shared_bytes(kSiluMul, kMaxTokens) <= 232448,
@@ -188,6 +193,72 @@ __device__ inline void wgmma_m64k16(float (&d)[NB][4], uint64_t, uint64_t) {
 }
 #endif
 
+// A value into the KV cache as its dtype.
+__device__ inline void store_kv(hp_dtype dtype, void *cache, int64_t i, float value) {
+    switch (dtype) {
+        case HP_DTYPE_F32: static_cast<float *>(cache)[i] = value; break;
+        case HP_DTYPE_F16: static_cast<__half *>(cache)[i] = __float2half_rn(value); break;
+        case HP_DTYPE_BF16: static_cast<__nv_bfloat16 *>(cache)[i] = __float2bfloat16_rn(value); break;
+    }
+}
+
+// The cache row (of n_head_kv * d_head elements) of `position` in sequence `seq`.
+__device__ inline int64_t head_cache_row(const HeadOut &h, int seq, int position) {
+    const int32_t *table = h.block_tables + int64_t(seq) * h.max_blocks;
+    return int64_t(table[position / h.block_tokens]) * h.block_tokens + position % h.block_tokens;
+}
+
+// kStore's head epilogue (HeadOut) of a block whose R rows are whole heads of segment `seg_index`
+// (0 q, 1 k, 2 v): head_s holds its finished rows (bias added) of tokens [t_lo, t_hi) as [token]
+// [row], position_s their positions and row_s their cache rows (k, v). One warp
+// per (token, head), the head kernel's arithmetic (kernels.cuh): the head's RMSNorm for q and k
+// where the model has one, RoPE on pairs (i, i + d_head / 2), then q back to segment 0's y and k,
+// v into the paged cache.
+template <int R>
+__device__ inline void skinny_head_epilogue(const Params &p, const Segment &seg, int seg_index, int row0, int t_lo, int t_hi, const float *head_s,
+                                            const int *position_s, const int64_t *row_s) {
+    const HeadOut &h = p.head;
+    const int d = h.d_head, half = d / 2, heads = R / d, lane = threadIdx.x % 32;
+    for (int item = threadIdx.x / 32; item < (t_hi - t_lo) * heads; item += kSkinnyWarps) {
+        const int t = t_lo + item / heads, first = row0 + item % heads * d;  // the head's first row
+        if (first >= seg.n_out) continue;
+        const float *value = head_s + (t - t_lo) * R + item % heads * d;
+        const int position = position_s[t - t_lo];
+        int64_t at = 0;  // the head's first element in the cache (k, v)
+        if (seg_index > 0) at = row_s[t - t_lo] * h.n_head_kv * d + first;
+        if (seg_index == 2) {
+            for (int i = lane; i < d; i += 32) store_kv(h.kv_dtype, h.v_cache, at + i, value[i]);
+            continue;
+        }
+        const void *norm = seg_index == 0 ? h.q_norm : h.k_norm;
+        float scale = 1.0f;
+        if (norm) {
+            float sum_sq = 0.0f;
+            for (int i = lane; i < d; i += 32) sum_sq += value[i] * value[i];
+            for (int offset = 16; offset > 0; offset /= 2) sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
+            scale = rsqrtf(sum_sq / float(d) + h.eps);
+        }
+        for (int i = lane; i < half; i += 32) {
+            float first_v = value[i], second_v = value[i + half];
+            if (norm) {
+                first_v = first_v * scale * load_bias(h.norm_dtype, norm, i);
+                second_v = second_v * scale * load_bias(h.norm_dtype, norm, i + half);
+            }
+            float sin_a, cos_a;
+            sincosf(float(position) * h.inv_freq[i], &sin_a, &cos_a);
+            const float a = first_v * cos_a - second_v * sin_a, b = second_v * cos_a + first_v * sin_a;
+            if (seg_index == 0) {
+                float *q = static_cast<float *>(seg.y) + int64_t(t) * seg.n_out + first;
+                q[i] = a;
+                q[i + half] = b;
+            } else {
+                store_kv(h.kv_dtype, h.k_cache, at + i, a);
+                store_kv(h.kv_dtype, h.k_cache, at + i + half, b);
+            }
+        }
+    }
+}
+
 // Grid (cluster, row blocks of all segments, 1), launched as clusters of gridDim.x blocks that split
 // the inputs in whole chunks. NB tiles of 8 tokens; NORM: scaled by 1/rms from x_sum_sq. WG: the
 // products by wgmma, each warpgroup's 64-row slices (4 warps x 16 rows of one matrix tile index m)
@@ -202,11 +273,18 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     extern __shared__ __align__(1024) uint4 skinny_shared[];
     __nv_bfloat16 *ring = reinterpret_cast<__nv_bfloat16 *>(skinny_shared);
     float *partial = reinterpret_cast<float *>(skinny_shared);  // after the main loop
-    float *inv_rms_s = reinterpret_cast<float *>(reinterpret_cast<char *>(skinny_shared) + skinny_shared_bytes(EPI, NT, WG) - NT * 4);
+    float *head_s = partial + kSkinnyWarps * skinny_matrix_tiles(EPI) * NB * 8 * kTileRows;  // kStore's head epilogue: [token][row]
+    char *tail = reinterpret_cast<char *>(skinny_shared) + skinny_body_bytes(EPI, NT, WG);
+    float *inv_rms_s = reinterpret_cast<float *>(tail);
+    int64_t *head_row_s = reinterpret_cast<int64_t *>(tail + NT * 4);  // kStore's head epilogue: per token its cache row
+    int *head_position_s = reinterpret_cast<int *>(tail + NT * 12);    // ... and its position
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, q = lane % 4;
+    // The block's segment, chosen among constant indices (a dynamic index into the kernel's
+    // parameters would copy them to local memory).
+    int seg_index = 0;
     Segment seg = p.segment[0];
-    if (p.n_segment > 1 && int(blockIdx.y) >= p.segment[1].first_block) seg = p.segment[1];
-    if (p.n_segment > 2 && int(blockIdx.y) >= p.segment[2].first_block) seg = p.segment[2];
+    if (p.n_segment > 1 && int(blockIdx.y) >= p.segment[1].first_block) seg = p.segment[1], seg_index = 1;
+    if (p.n_segment > 2 && int(blockIdx.y) >= p.segment[2].first_block) seg = p.segment[2], seg_index = 2;
     const int n_t = min(NT, p.n_token);
     const int row0 = (int(blockIdx.y) - seg.first_block) * R;
     const int n_in = p.n_in, n_chunk8 = n_in / 8;  // 16-byte pieces of a row
@@ -297,6 +375,16 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     launch_dependents();
     if (kL2Prefetch) prefetch_l2(p.prefetch, linear_block(), grid_blocks());
     for (int s = 0; s < S - 1 && s < n_local; ++s) load_weights(s, kc_begin + s);
+    // This block's share of the tokens in the epilogue.
+    const int per_rank = (n_t + gridDim.x - 1) / gridDim.x;
+    const int t_lo = min(n_t, int(blockIdx.x) * per_rank), t_hi = min(n_t, t_lo + per_rank);
+    static_assert(NT <= kSkinnyWarps * 32, "skinny GEMM: a thread per token of the block's share");
+    // The head epilogue: thread i's token t_lo + i (per_rank <= NT <= the block's threads) and its
+    // position, a step input (written before the step's first kernel): loaded before the wait, used
+    // after the main loop.
+    const bool head = EPI == kStore && p.head.d_head > 0;
+    const int head_t = t_lo + int(threadIdx.x);
+    const int head_position = head && head_t < t_hi ? p.head.positions[head_t] : 0;
     wait_for_previous_grid();  // the activations (and a residual) are the previous kernel's output
     set_token_rows();
     for (int s = 0; s < S - 1; ++s) {
@@ -304,9 +392,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
         cp_async_commit();
     }
 
-    // This block's share of the tokens in the epilogue, and their 1/rms (NORM).
-    const int per_rank = (n_t + gridDim.x - 1) / gridDim.x;
-    const int t_lo = min(n_t, int(blockIdx.x) * per_rank), t_hi = min(n_t, t_lo + per_rank);
+    // Their 1/rms (NORM).
     if constexpr (NORM) {
         for (int t = t_lo + warp; t < t_hi; t += kSkinnyWarps) {
             const float inv = warp_inv_rms(p.x_sum_sq + int64_t(p.x_rows ? p.x_rows[t] : t) * p.n_sum_sq, p.n_sum_sq, n_in, p.norm_eps);
@@ -363,6 +449,12 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
         }
     }
     cp_async_wait<0>();
+    if (head && head_t < t_hi) {
+        // The token's cache row (k, v) from its sequence's block table, looked up while the cluster
+        // gathers (token_seq is an earlier kernel's output).
+        head_position_s[head_t - t_lo] = head_position;
+        if (seg_index > 0) head_row_s[head_t - t_lo] = head_cache_row(p.head, p.head.token_seq[head_t], head_position);
+    }
     __syncthreads();  // the ring is no longer read: the partials reuse it
 
     // Partials: lane (g, q) holds rows g, g + 8 and tokens 2q, 2q + 1 of each 8-token tile; stored
@@ -424,10 +516,18 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
             if constexpr (NORM) total *= inv_rms_s[unit.t];
             sum[s] = total;
         }
-        // lead: the tile's first row, which exists (tiles wholly past n_out write no sum of squares)
-        store_element<EPI, MS>(p, seg, unit.t, unit.row, unit.row / kTileRows, unit.active, unit.active && r == 0, sum, prior);
+        if (head) {  // the head epilogue below takes the finished rows
+            if (unit.active) head_s[(unit.t - t_lo) * R + unit.tile * kTileRows + r] = sum[0] + load_bias(seg.bias_dtype, seg.bias, unit.row);
+        } else {
+            // lead: the tile's first row, which exists (tiles wholly past n_out write no sum of squares)
+            store_element<EPI, MS>(p, seg, unit.t, unit.row, unit.row / kTileRows, unit.active, unit.active && r == 0, sum, prior);
+        }
         unit = next;
         prior = next_prior;
+    }
+    if (head) {
+        __syncthreads();  // every row of the block's heads is in head_s
+        skinny_head_epilogue<R>(p, seg, seg_index, row0, t_lo, t_hi, head_s, head_position_s, head_row_s);
     }
     cluster.sync();  // keep every block's shared memory alive until the cluster has read it
 }

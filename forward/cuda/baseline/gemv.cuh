@@ -96,6 +96,26 @@ struct NormOut {
     float *sum_sq = nullptr;      // f32 [n_token][ceil(n_out / 16)]: sum of y^2 over each 16-row tile
 };
 
+// kStore's attention-head epilogue for the q/k/v launch (knob skinny_head; the skinny GEMM only,
+// see skinny_head_fits): segments 0, 1, 2 are q, k and v of heads of d_head rows; after the bias,
+// q and k get the per-head RMSNorm (q_norm, k_norm, optional) and RoPE at positions[t], q is
+// stored in place (f32, segment 0's y) and k and v go into the paged cache at positions[t] instead
+// of segments 1 and 2's y: the head kernel's work (kernels.cuh), without its launch.
+struct HeadOut {
+    int d_head = 0;                     // 0: a plain store
+    int n_head_kv = 0;
+    float eps = 0.0f;
+    const float *inv_freq = nullptr;    // [d_head / 2]
+    hp_dtype norm_dtype = HP_DTYPE_F32;
+    const void *q_norm = nullptr, *k_norm = nullptr;  // optional [d_head]
+    const int32_t *positions = nullptr;               // [n_token]
+    const int32_t *token_seq = nullptr;               // [n_token]: the token's sequence
+    const int32_t *block_tables = nullptr;            // [n_seq][max_blocks]
+    int block_tokens = 0, max_blocks = 0;
+    hp_dtype kv_dtype = HP_DTYPE_BF16;
+    void *k_cache = nullptr, *v_cache = nullptr;      // [block][block_tokens][n_head_kv][d_head]
+};
+
 struct Params {
     const __nv_bfloat16 *x = nullptr;   // bf16 [n_token][n_in] (rows x_rows[t] when given)
     const int32_t *x_rows = nullptr;    // optional (device, a batch array): token t reads input row x_rows[t]
@@ -103,6 +123,7 @@ struct Params {
     int n_sum_sq = 0;                   //   y = (W x) / sqrt(sum / n_in + norm_eps) (+ bias)
     float norm_eps = 0.0f;
     NormOut norm_out;                   // kAccumulate, single segment only
+    HeadOut head;                       // kStore, q/k/v segments, skinny GEMM only (skinny_head_fits)
     L2Prefetch prefetch;                // issued by the whole grid before it waits for the previous kernel
     bool skinny = true;                 // launch() may take the skinny GEMM (gemm_skinny.cuh)
     int n_in = 0, n_token = 0, n_segment = 0;
@@ -624,12 +645,27 @@ namespace hp_cuda_gemv {
 // shapes it takes and whose epilogue's bit is set in knob gemv_staged (bit EPI: 1 store, 2 residual
 // accumulate, 4 SwiGLU), the skinny GEMM (gemm_skinny.cuh) for launches of at least
 // skinny_min_tokens tokens that it takes (and that allow it: Params::skinny), else the clustered
-// gemv_kernel.
+// gemv_kernel. takes_skinny says whether a launch goes to the skinny GEMM.
+inline bool takes_skinny(const Params &p, int epi) {
+    if ((HP_CUDA_GEMV_STAGED >> epi & 1) && staged_fits(p, epi)) return false;
+    return p.skinny && HP_CUDA_SKINNY_MIN_TOKENS > 0 && p.n_token >= HP_CUDA_SKINNY_MIN_TOKENS && skinny_fits(p, epi);
+}
+// A q/k/v launch given p.head must take the skinny GEMM (gemm_skinny.cuh: skinny_head_fits).
 template <int EPI>
 void launch(const Params &p, cudaStream_t stream) {
-    if ((HP_CUDA_GEMV_STAGED >> EPI & 1) && staged_fits(p, EPI)) return launch_staged<EPI>(p, stream);
-    if (p.skinny && HP_CUDA_SKINNY_MIN_TOKENS > 0 && p.n_token >= HP_CUDA_SKINNY_MIN_TOKENS && skinny_fits(p, EPI)) return launch_skinny<EPI>(p, stream);
+    if ((HP_CUDA_GEMV_STAGED >> EPI & 1) && staged_fits(p, EPI) && p.head.d_head == 0) return launch_staged<EPI>(p, stream);
+    if (p.head.d_head > 0 || takes_skinny(p, EPI)) return launch_skinny<EPI>(p, stream);
     launch_cluster<EPI>(p, stream);
+}
+
+// Whether the q/k/v launch `p` (segments q, k, v, kStore, p.head set) may run the head epilogue:
+// knob skinny_head, launch() would take the skinny GEMM anyway, and every block's rows are whole
+// heads of one segment.
+inline bool skinny_head_fits(const Params &p) {
+    const int d = p.head.d_head, rows = skinny_rows_of(kStore);
+    const bool whole_heads = d >= 2 && d % 2 == 0 && rows % d == 0 &&
+                             std::all_of(p.segment, p.segment + kMaxSegments, [&](const Segment &s) { return s.n_out % d == 0; });
+    return HP_CUDA_SKINNY_HEAD && whole_heads && p.n_segment == 3 && takes_skinny(p, kStore);
 }
 
 }  // namespace hp_cuda_gemv
