@@ -202,6 +202,9 @@ __device__ inline void store_kv(hp_dtype dtype, void *cache, int64_t i, float va
     }
 }
 
+// RoPE frequencies per lane of the head epilogue for blocks of R rows (d_head <= R: pairs <= R / 2).
+__host__ __device__ constexpr int skinny_head_freqs(int rows) { return (rows / 2 + 31) / 32; }
+
 // The cache row (of n_head_kv * d_head elements) of `position` in sequence `seq`.
 __device__ inline int64_t head_cache_row(const HeadOut &h, int seq, int position) {
     const int32_t *table = h.block_tables + int64_t(seq) * h.max_blocks;
@@ -210,13 +213,14 @@ __device__ inline int64_t head_cache_row(const HeadOut &h, int seq, int position
 
 // kStore's head epilogue (HeadOut) of a block whose R rows are whole heads of segment `seg_index`
 // (0 q, 1 k, 2 v): head_s holds its finished rows (bias added) of tokens [t_lo, t_hi) as [token]
-// [row], position_s their positions and row_s their cache rows (k, v). One warp
+// [row], position_s their positions and row_s their cache rows (k, v), freq[j] the lane's
+// inv_freq[lane + 32 j]. One warp
 // per (token, head), the head kernel's arithmetic (kernels.cuh): the head's RMSNorm for q and k
 // where the model has one, RoPE on pairs (i, i + d_head / 2), then q back to segment 0's y and k,
 // v into the paged cache.
 template <int R>
 __device__ inline void skinny_head_epilogue(const Params &p, const Segment &seg, int seg_index, int row0, int t_lo, int t_hi, const float *head_s,
-                                            const int *position_s, const int64_t *row_s) {
+                                            const int *position_s, const int64_t *row_s, const float (&freq)[skinny_head_freqs(R)]) {
     const HeadOut &h = p.head;
     const int d = h.d_head, half = d / 2, heads = R / d, lane = threadIdx.x % 32;
     for (int item = threadIdx.x / 32; item < (t_hi - t_lo) * heads; item += kSkinnyWarps) {
@@ -238,14 +242,17 @@ __device__ inline void skinny_head_epilogue(const Params &p, const Segment &seg,
             for (int offset = 16; offset > 0; offset /= 2) sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
             scale = rsqrtf(sum_sq / float(d) + h.eps);
         }
-        for (int i = lane; i < half; i += 32) {
+#pragma unroll
+        for (int j = 0; j < skinny_head_freqs(R); ++j) {
+            const int i = lane + 32 * j;
+            if (i >= half) break;
             float first_v = value[i], second_v = value[i + half];
             if (norm) {
                 first_v = first_v * scale * load_bias(h.norm_dtype, norm, i);
                 second_v = second_v * scale * load_bias(h.norm_dtype, norm, i + half);
             }
             float sin_a, cos_a;
-            sincosf(float(position) * h.inv_freq[i], &sin_a, &cos_a);
+            sincosf(float(position) * freq[j], &sin_a, &cos_a);
             const float a = first_v * cos_a - second_v * sin_a, b = second_v * cos_a + first_v * sin_a;
             if (seg_index == 0) {
                 float *q = static_cast<float *>(seg.y) + int64_t(t) * seg.n_out + first;
@@ -380,12 +387,17 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     const int t_lo = min(n_t, int(blockIdx.x) * per_rank), t_hi = min(n_t, t_lo + per_rank);
     static_assert(NT <= kSkinnyWarps * 32, "skinny GEMM: a thread per token of the block's share");
     // The head epilogue: thread i's token t_lo + i (per_rank <= NT <= the block's threads) and its
-    // position, a step input (written before the step's first kernel): loaded before the wait, used
-    // after the main loop.
+    // position, a step input (written before the step's first kernel), and each lane's RoPE
+    // frequencies, loaded before the wait and used after the main loop.
     const bool head = EPI == kStore && p.head.d_head > 0;
     const int head_t = t_lo + int(threadIdx.x);
     const int head_position = head && head_t < t_hi ? p.head.positions[head_t] : 0;
+    float head_freq[skinny_head_freqs(R)];  // the RoPE frequencies of this lane's pairs (set at create())
+#pragma unroll
+    for (int j = 0; j < skinny_head_freqs(R); ++j) head_freq[j] = head && lane + 32 * j < p.head.d_head / 2 ? p.head.inv_freq[lane + 32 * j] : 0.0f;
     wait_for_previous_grid();  // the activations (and a residual) are the previous kernel's output
+    // ... and its sequence (token_seq is an earlier kernel's output), used after the main loop too.
+    const int head_seq = head && head_t < t_hi ? p.head.token_seq[head_t] : 0;
     set_token_rows();
     for (int s = 0; s < S - 1; ++s) {
         if (s < n_local) load_activations(s, kc_begin + s);
@@ -450,10 +462,9 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     }
     cp_async_wait<0>();
     if (head && head_t < t_hi) {
-        // The token's cache row (k, v) from its sequence's block table, looked up while the cluster
-        // gathers (token_seq is an earlier kernel's output).
+        // The token's cache row (k, v) from its sequence's block table.
         head_position_s[head_t - t_lo] = head_position;
-        if (seg_index > 0) head_row_s[head_t - t_lo] = head_cache_row(p.head, p.head.token_seq[head_t], head_position);
+        if (seg_index > 0) head_row_s[head_t - t_lo] = head_cache_row(p.head, head_seq, head_position);
     }
     __syncthreads();  // the ring is no longer read: the partials reuse it
 
@@ -527,7 +538,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     }
     if (head) {
         __syncthreads();  // every row of the block's heads is in head_s
-        skinny_head_epilogue<R>(p, seg, seg_index, row0, t_lo, t_hi, head_s, head_position_s, head_row_s);
+        skinny_head_epilogue<R>(p, seg, seg_index, row0, t_lo, t_hi, head_s, head_position_s, head_row_s, head_freq);
     }
     cluster.sync();  // keep every block's shared memory alive until the cluster has read it
 }
