@@ -90,6 +90,20 @@ struct FdShared {
     bool last;
 };
 
+// Whether token t is alone in its sequence (sequence t): then only its own position's K/V row is
+// written during the step. seq_token_start is a step input, readable before griddepcontrol.wait.
+__device__ inline bool fd_alone(const DecodeAttentionParams &p, int t) {
+    return p.seq_token_start && p.seq_token_start[t] == t && p.seq_token_start[t + 1] == t + 1;
+}
+
+// Whether a warp of a PREFETCH variant loads its first step (`first`, of step_positions positions)
+// before griddepcontrol.wait (knob attn_fd_early_kv): its token is alone and every row of the step
+// predates the token's position.
+template <bool PREFETCH>
+__device__ inline bool fd_early_step(bool alone, int first, int step_end, int step_positions, int length) {
+    return HP_CUDA_ATTN_FD_EARLY_KV && PREFETCH && alone && first < step_end && (first + 1) * step_positions < length;
+}
+
 // The cache row (in rows of n_head_kv * d_head elements) of position `at` of the sequence whose
 // block table is `table`: its paged block's entry times block_tokens plus the offset in the block.
 __device__ inline int64_t paged_row(const DecodeAttentionParams &p, const int32_t *table, int at) {
@@ -232,7 +246,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
     const int length = positions[t] + 1;
     const int n_step = (length + kStep - 1) / kStep, split_steps = (n_step + p.n_split - 1) / p.n_split;
     const int step_begin = min(n_step, split * split_steps), step_end = min(n_step, step_begin + split_steps);
-    const bool alone = p.seq_token_start && p.seq_token_start[t] == t && p.seq_token_start[t + 1] == t + 1;
+    const bool alone = fd_alone(p, t);
     const int32_t *table = alone ? block_tables + int64_t(t) * p.max_blocks : nullptr;
     const int64_t row_width = int64_t(p.n_head_kv) * D;
     const auto *k_base = static_cast<const uint16_t *>(k_cache) + int64_t(g) * D + chunk * 8;
@@ -277,11 +291,8 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
     // loaded before the wait and streams while the q/k/v projection finishes. PREFETCH variant only:
     // the other, held to 128 registers, took 0.28 instead of 0.20 ms a step at batch 8 with it.
     uint4 k_next[kFdUnroll], v_next[kFdUnroll];
-    bool have_next = false;  // k_next, v_next hold the warp's first step
-    if (HP_CUDA_ATTN_FD_EARLY_KV && PREFETCH && alone && step_begin + warp < step_end && (step_begin + warp + 1) * kStep < length) {
-        load_step(step_begin + warp, k_next, v_next);
-        have_next = true;
-    }
+    const bool early = fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kStep, length);
+    if (early) load_step(step_begin + warp, k_next, v_next);
     hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
     if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
     float q_r[G][8];
@@ -290,7 +301,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
 #pragma unroll
         for (int e = 0; e < 8; ++e) q_r[h][e] = h < group ? q[(int64_t(t) * p.n_head + head0 + h) * D + chunk * 8 + e] * p.scale_log2 : 0.0f;
     }
-    if (PREFETCH && !have_next && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
+    if (PREFETCH && !early && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
     for (int step = step_begin + warp; step < step_end; step += W) {
         uint4 k_raw[kFdUnroll], v_raw[kFdUnroll];
         bool valid[kFdUnroll];
@@ -303,13 +314,6 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
                 v_raw[u] = v_next[u];
             }
             if (step + W < step_end) load_step(step + W, k_next, v_next);
-        } else if (have_next) {
-#pragma unroll
-            for (int u = 0; u < kFdUnroll; ++u) {
-                k_raw[u] = k_next[u];
-                v_raw[u] = v_next[u];
-            }
-            have_next = false;
         } else {
             load_step(step, k_raw, v_raw);
         }

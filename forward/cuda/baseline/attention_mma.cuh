@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kFdWarps * 32,
               split_steps = (n_step + p.n_split - 1) / p.n_split;
     const int step_begin = min(n_step, split * split_steps),
               step_end = min(n_step, step_begin + split_steps);
-    const bool alone = p.seq_token_start && p.seq_token_start[t] == t && p.seq_token_start[t + 1] == t + 1;
+    const bool alone = fd_alone(p, t);
     const int32_t *table = alone ? block_tables + int64_t(t) * p.max_blocks : nullptr;
     const int64_t row_width = int64_t(p.n_head_kv) * D;
     const auto *k_base = static_cast<const uint16_t *>(k_cache) + int64_t(g) * D;
@@ -129,11 +129,8 @@ __global__ void __launch_bounds__(kFdWarps * 32,
             for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = load_kv(v_base + row(v_row[j]) + 8 * (r + 8 * k));
     };
     uint4 k_next[2][kKChunks], v_next[4][kVChunks];
-    bool have_next = false;  // k_next, v_next hold the warp's first step
-    if (HP_CUDA_ATTN_FD_EARLY_KV && PREFETCH && alone && step_begin + warp < step_end && (step_begin + warp + 1) * kMmaStep < length) {
-        load_step(step_begin + warp, k_next, v_next);
-        have_next = true;
-    }
+    const bool early = fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kMmaStep, length);
+    if (early) load_step(step_begin + warp, k_next, v_next);
     hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
     if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
 
@@ -162,7 +159,7 @@ __global__ void __launch_bounds__(kFdWarps * 32,
     float o[kOTiles][4];  // rows r (hi p) and r + 8 (lo p), columns 2c, 2c + 1 of each n8 tile
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-    if (PREFETCH && !have_next && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
+    if (PREFETCH && !early && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
     for (int step = step_begin + warp; step < step_end; step += kFdWarps) {
         uint4 k_raw[2][kKChunks], v_raw[4][kVChunks];
         if constexpr (PREFETCH) {
@@ -177,18 +174,6 @@ __global__ void __launch_bounds__(kFdWarps * 32,
                 for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = v_next[j][k];
             }
             if (step + kFdWarps < step_end) load_step(step + kFdWarps, k_next, v_next);
-        } else if (have_next) {
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-#pragma unroll
-                for (int k = 0; k < kKChunks; ++k) k_raw[j][k] = k_next[j][k];
-            }
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-#pragma unroll
-                for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = v_next[j][k];
-            }
-            have_next = false;
         } else {
             load_step(step, k_raw, v_raw);
         }
