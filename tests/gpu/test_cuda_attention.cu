@@ -3,7 +3,8 @@
 // on the host over the same inputs: fresh random q, a random paged KV cache (bf16, and f16) with
 // shuffled block tables, sequence lengths off every tile (1, odd, a partial last 16-token block, a
 // full one), several tokens of one sequence at consecutive positions (as in a prefill) or every token
-// alone in its sequence (a decode step: the early KV loads of knob attn_fd_early_kv), batch sizes
+// alone in its sequence (a decode step), always with the batch's seq_token_start padded to n_token
+// sequences (the early KV loads of knob attn_fd_early_kv for the tokens alone in theirs), batch sizes
 // 1, 3, 8, 33 and 64, GQA groups 1, 2, 3, 4 and 8, d_head 32, 64 and 128, both load schedules
 // (PREFETCH or not), split counts 1 (no partials), the plugin's choice, 7 and 64 (more splits than
 // steps: empty splits), and paged blocks of 16 and 8 tokens (warp steps across blocks); the
@@ -163,11 +164,12 @@ void run_case(const Case &c, uint32_t seed) {
     p.n_split = c.n_split > 0 ? c.n_split
                               : base::decode_attention_splits(c.n_token, c.n_head_kv, d, max_blocks * block_tokens, capacity_split,
                                                               c.small_warps ? base::kFdSmallWarps : base::kFdWarps);
-    // Where every sequence has one token, the kernel gets seq_token_start as forward.cu hands it
-    // (early KV loads, knob attn_fd_early_kv); else null.
-    std::vector<int32_t> seq_token_start(size_t(n_seq) + 1, c.n_token);
+    // seq_token_start as forward.cu hands it where n_seq == n_token (early KV loads, knob
+    // attn_fd_early_kv): the sequences' first tokens, padded with empty sequences up to n_token, so
+    // that with shared sequences some tokens are alone and some are not.
+    std::vector<int32_t> seq_token_start(size_t(c.n_token) + 1, c.n_token);
     for (int t = c.n_token - 1; t >= 0; --t) seq_token_start[size_t(token_seq[size_t(t)])] = t;
-    int32_t *seq_token_start_d = n_seq == c.n_token ? upload(seq_token_start) : nullptr;
+    int32_t *seq_token_start_d = upload(seq_token_start);
     p.seq_token_start = seq_token_start_d;
     float *q_d = upload(q);
     int32_t *positions_d = upload(positions), *token_seq_d = upload(token_seq), *tables_d = upload(tables);

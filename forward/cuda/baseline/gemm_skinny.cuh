@@ -33,7 +33,8 @@
 // Partial sums: each block writes its warps' accumulators to shared memory; the cluster's blocks
 // then add the cluster's partials in rank order (distributed shared memory: deterministic, no
 // atomics) and run gemv.cuh's epilogue (store_element), block `rank` for its share of the tokens,
-// so the folded norm's 1/rms is summed only for the tokens a block stores. Takes aligned operands
+// so the folded norm's 1/rms is summed only for the tokens a block stores; the q/k/v launch with
+// Params::head runs the head epilogue instead (skinny_head_epilogue: RoPE, the KV-cache write). Takes aligned operands
 // with n_in a multiple of 8 and up to 64 tokens (skinny_fits); rows past n_out and inputs past n_in
 // are copied as zeros.
 #pragma once
@@ -76,21 +77,31 @@ __host__ __device__ constexpr int skinny_stages_of(int epi, int n_tokens, bool w
     const int fit = (232448 / 2 - 1024) / (skinny_stage_elements(epi, n_tokens, true) * 2);
     return fit < 2 ? 2 : fit > 8 ? 8 : fit;
 }
-// Shared memory of a block: the ring, later reused for the partial sums ([warp][matrix tile][token]
-// [row]) and, for kStore's head epilogue, the block's finished rows ([token][row]) (the body); then
-// 1/rms per token, and for kStore the head epilogue's position and cache row per token.
+// The partial sums of a block ([warp][matrix tile][token][row] floats) and kStore's head epilogue's
+// finished rows ([token][row] floats).
+__host__ __device__ constexpr size_t skinny_partials_bytes(int epi, int n_tokens) {
+    return size_t(kSkinnyWarps) * skinny_matrix_tiles(epi) * n_tokens * kTileRows * 4;
+}
+__host__ __device__ constexpr size_t skinny_head_rows_bytes(int n_tokens) { return size_t(n_tokens) * skinny_rows_of(kStore) * 4; }
+// Whether kStore blocks hold the head epilogue (knob skinny_head): where its rows and per-token tail
+// fit beside the partial sums at 64 tokens (with large blocks, e.g. 8 warps x 4 tiles, they do not,
+// and the head kernel runs).
+constexpr bool kSkinnyHeadRoom =
+    HP_CUDA_SKINNY_HEAD && skinny_partials_bytes(kStore, kMaxTokens) + skinny_head_rows_bytes(kMaxTokens) + kMaxTokens * 16 <= 232448;
+__host__ __device__ constexpr bool skinny_head_held(int epi) { return epi == kStore && kSkinnyHeadRoom; }
+// Shared memory of a block: the ring, later reused for the partial sums and the head epilogue's rows
+// (the body); then 1/rms per token, and with the head epilogue its position and cache row per token.
 __host__ __device__ constexpr size_t skinny_body_bytes(int epi, int n_tokens, bool wg) {
     const size_t ring = size_t(skinny_stages_of(epi, n_tokens, wg)) * skinny_stage_elements(epi, n_tokens, wg) * 2;
-    const size_t partials = size_t(kSkinnyWarps) * skinny_matrix_tiles(epi) * n_tokens * kTileRows * 4 +
-                            (epi == kStore ? size_t(n_tokens) * skinny_rows_of(epi) * 4 : 0);
+    const size_t partials = skinny_partials_bytes(epi, n_tokens) + (skinny_head_held(epi) ? skinny_head_rows_bytes(n_tokens) : 0);
     return ring > partials ? ring : partials;
 }
 __host__ __device__ constexpr size_t skinny_shared_bytes(int epi, int n_tokens, bool wg = false) {
-    return skinny_body_bytes(epi, n_tokens, wg) + size_t(n_tokens) * (epi == kStore ? 16 : 4);
+    return skinny_body_bytes(epi, n_tokens, wg) + size_t(n_tokens) * (skinny_head_held(epi) ? 16 : 4);
 }
 
 static_assert(skinny_shared_bytes(kStore, kMaxTokens) <= 232448 && skinny_shared_bytes(kSiluMul, kMaxTokens) <= 232448,
-              "skinny GEMM: the ring of skinny_stages chunks exceeds 227 KB of shared memory at 64 tokens");
+              "skinny GEMM: the ring of skinny_stages chunks or the partial sums exceed 227 KB of shared memory at 64 tokens");
 // Whether every token tile's wgmma ring (skinny_wgmma_stages_<tokens>) fits a block's 227 KB.
 __host__ __device__ constexpr bool skinny_wgmma_rings_fit() {
     for (int tokens = 8; tokens <= kMaxTokens; tokens *= 2) {
@@ -389,7 +400,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     // The head epilogue: thread i's token t_lo + i (per_rank <= NT <= the block's threads) and its
     // position, a step input (written before the step's first kernel), and each lane's RoPE
     // frequencies, loaded before the wait and used after the main loop.
-    const bool head = EPI == kStore && p.head.d_head > 0;
+    const bool head = skinny_head_held(EPI) && p.head.d_head > 0;
     const int head_t = t_lo + int(threadIdx.x);
     const int head_position = head && head_t < t_hi ? p.head.positions[head_t] : 0;
     float head_freq[skinny_head_freqs(R)];  // the RoPE frequencies of this lane's pairs (set at create())

@@ -659,13 +659,13 @@ void launch(const Params &p, cudaStream_t stream) {
 }
 
 // Whether the q/k/v launch `p` (segments q, k, v, kStore, p.head set) may run the head epilogue:
-// knob skinny_head, launch() would take the skinny GEMM anyway, and every block's rows are whole
-// heads of one segment.
+// knob skinny_head (and room for it: kSkinnyHeadRoom), launch() would take the skinny GEMM anyway,
+// and every block's rows are whole heads of one segment.
 inline bool skinny_head_fits(const Params &p) {
     const int d = p.head.d_head, rows = skinny_rows_of(kStore);
     const bool whole_heads = d >= 2 && d % 2 == 0 && rows % d == 0 &&
                              std::all_of(p.segment, p.segment + kMaxSegments, [&](const Segment &s) { return s.n_out % d == 0; });
-    return HP_CUDA_SKINNY_HEAD && whole_heads && p.n_segment == 3 && takes_skinny(p, kStore);
+    return kSkinnyHeadRoom && whole_heads && p.n_segment == 3 && takes_skinny(p, kStore);
 }
 
 }  // namespace hp_cuda_gemv
