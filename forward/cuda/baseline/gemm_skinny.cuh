@@ -225,10 +225,9 @@ __device__ inline int64_t head_cache_row(const HeadOut &h, int seq, int position
 // kStore's head epilogue (HeadOut) of a block whose R rows are whole heads of segment `seg_index`
 // (0 q, 1 k, 2 v): head_s holds its finished rows (bias added) of tokens [t_lo, t_hi) as [token]
 // [row], position_s their positions and row_s their cache rows (k, v), freq[j] the lane's
-// inv_freq[lane + 32 j]. One warp
-// per (token, head), the head kernel's arithmetic (kernels.cuh): the head's RMSNorm for q and k
-// where the model has one, RoPE on pairs (i, i + d_head / 2), then q back to segment 0's y and k,
-// v into the paged cache.
+// inv_freq[lane + 32 j]. One warp per (token, head), the head kernel's arithmetic (kernels.cuh):
+// the head's RMSNorm for q and k where the model has one, RoPE on pairs (i, i + d_head / 2), then q
+// back to segment 0's y and k, v into the paged cache.
 template <int R>
 __device__ inline void skinny_head_epilogue(const Params &p, const Segment &seg, int seg_index, int row0, int t_lo, int t_hi, const float *head_s,
                                             const int *position_s, const int64_t *row_s, const float (&freq)[skinny_head_freqs(R)]) {
