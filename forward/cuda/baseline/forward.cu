@@ -5,8 +5,9 @@
 // GEMM (o_proj and down_proj accumulate straight into the residual). RMSNorm is folded into the
 // decode GEMVs (the residual GEMV writes the next norm's operand and sums of x^2, the next GEMV
 // scales by 1/rms), else one kernel writes the bf16 GEMM input; bias + q/k norm + RoPE + KV write
-// are one kernel per head, or the q/k/v skinny GEMM's epilogue (knob skinny_head); attention is flash-decoding paged attention with GQA (attention.cuh; the
-// older split + reduce kernels for other shapes); MoE (moe.cuh) routes and groups the tokens by
+// are one kernel per head, or the q/k/v skinny GEMM's epilogue (knob skinny_head); attention is
+// flash-decoding paged attention with GQA (attention.cuh; the older split + reduce kernels for other
+// shapes); MoE (moe.cuh) routes and groups the tokens by
 // expert on the device, reads each chosen expert once for all its tokens and adds the slots in a
 // fixed order (knob moe_kernel 0: the first per-(token, slot) kernels of kernels.cuh).
 // f32/f16 checkpoints get bf16 copies of their matrices at create().
@@ -651,9 +652,9 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     }
 }
 
-// The q/k/v launch's head epilogue (HeadOut, gemv.cuh): everything the head kernel would take,
-// but the biases (the caller puts them into the segments once skinny_head_fits says yes).
-void set_head(const BaselineState &state, const hp_batch &batch, int layer, hp_cuda_gemv::Params &p) {
+// Gives the q/k/v launch `p` the head epilogue (HeadOut, gemv.cuh: bias, q/k norm, RoPE, the KV
+// write) where skinny_head_fits says it takes it; returns whether it did (else the head kernel runs).
+bool fold_head(const BaselineState &state, const hp_batch &batch, int layer, hp_cuda_gemv::Params &p) {
     const hp_config &c = state.model->config;
     const hp_kv_cache &kv = *state.model->kv;
     const hp_layer &w = state.model->layers[layer];
@@ -675,6 +676,13 @@ void set_head(const BaselineState &state, const hp_batch &batch, int layer, hp_c
     h.kv_dtype = kv.dtype;
     h.k_cache = kv.k[layer];
     h.v_cache = kv.v[layer];
+    if (!hp_cuda_gemv::skinny_head_fits(p)) {
+        h = hp_cuda_gemv::HeadOut{};
+        return false;
+    }
+    const hp_tensor *bias[3] = {&w.bq, &w.bk, &w.bv};
+    for (int s = 0; s < 3; ++s) p.segment[s].bias = bias[s]->data, p.segment[s].bias_dtype = bias[s]->dtype;
+    return true;
 }
 
 // The head kernel of the layer's step: bias, q/k norm and RoPE of q and k, K and V into the cache.
@@ -896,15 +904,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             p.segment[1] = gemv_segment(m.wk, a.k);
             p.segment[2] = gemv_segment(m.wv, a.v);
             if (state.prefetch_step) p.prefetch = state.weight_stream.next(m.qkv_end, kL2Lookahead);
-            set_head(state, *batch, layer, p);
-            head_done = hp_cuda_gemv::skinny_head_fits(p);
-            if (head_done) {
-                p.segment[0].bias = w.bq.data, p.segment[0].bias_dtype = w.bq.dtype;
-                p.segment[1].bias = w.bk.data, p.segment[1].bias_dtype = w.bk.dtype;
-                p.segment[2].bias = w.bv.data, p.segment[2].bias_dtype = w.bv.dtype;
-            } else {
-                p.head = hp_cuda_gemv::HeadOut{};
-            }
+            head_done = fold_head(state, *batch, layer, p);
             hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
         } else {
             ok = project(state, m.wq, a.h, a.q, n_token, false, nullptr, attn_norm) &&

@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     extern __shared__ __align__(1024) uint4 skinny_shared[];
     __nv_bfloat16 *ring = reinterpret_cast<__nv_bfloat16 *>(skinny_shared);
     float *partial = reinterpret_cast<float *>(skinny_shared);  // after the main loop
-    float *head_s = partial + kSkinnyWarps * skinny_matrix_tiles(EPI) * NB * 8 * kTileRows;  // kStore's head epilogue: [token][row]
+    float *head_s = partial + skinny_partials_bytes(EPI, NT) / 4;  // the head epilogue's rows: [token][row]
     char *tail = reinterpret_cast<char *>(skinny_shared) + skinny_body_bytes(EPI, NT, WG);
     float *inv_rms_s = reinterpret_cast<float *>(tail);
     int64_t *head_row_s = reinterpret_cast<int64_t *>(tail + NT * 4);  // kStore's head epilogue: per token its cache row

@@ -645,17 +645,20 @@ namespace hp_cuda_gemv {
 // shapes it takes and whose epilogue's bit is set in knob gemv_staged (bit EPI: 1 store, 2 residual
 // accumulate, 4 SwiGLU), the skinny GEMM (gemm_skinny.cuh) for launches of at least
 // skinny_min_tokens tokens that it takes (and that allow it: Params::skinny), else the clustered
-// gemv_kernel. takes_skinny says whether a launch goes to the skinny GEMM.
-inline bool takes_skinny(const Params &p, int epi) {
-    if ((HP_CUDA_GEMV_STAGED >> epi & 1) && staged_fits(p, epi)) return false;
-    return p.skinny && HP_CUDA_SKINNY_MIN_TOKENS > 0 && p.n_token >= HP_CUDA_SKINNY_MIN_TOKENS && skinny_fits(p, epi);
-}
-// A q/k/v launch given p.head must take the skinny GEMM (gemm_skinny.cuh: skinny_head_fits).
+// gemv_kernel (takes_skinny, below, says which). A q/k/v launch given p.head takes the skinny GEMM
+// (the caller asked skinny_head_fits).
+inline bool takes_skinny(const Params &p, int epi);
 template <int EPI>
 void launch(const Params &p, cudaStream_t stream) {
     if ((HP_CUDA_GEMV_STAGED >> EPI & 1) && staged_fits(p, EPI) && p.head.d_head == 0) return launch_staged<EPI>(p, stream);
     if (p.head.d_head > 0 || takes_skinny(p, EPI)) return launch_skinny<EPI>(p, stream);
     launch_cluster<EPI>(p, stream);
+}
+
+// Whether launch() runs `p` (epilogue epi, no p.head) on the skinny GEMM.
+inline bool takes_skinny(const Params &p, int epi) {
+    if ((HP_CUDA_GEMV_STAGED >> epi & 1) && staged_fits(p, epi)) return false;
+    return p.skinny && HP_CUDA_SKINNY_MIN_TOKENS > 0 && p.n_token >= HP_CUDA_SKINNY_MIN_TOKENS && skinny_fits(p, epi);
 }
 
 // Whether the q/k/v launch `p` (segments q, k, v, kStore, p.head set) may run the head epilogue:
