@@ -29,6 +29,10 @@ if [ "${1:-}" = --stage ]; then
              libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1; do
     cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/runtime-libs/" 2>/dev/null
   done
+  # CUPTI for hotpass_bench_gpu_decode --timeline (opened at run time; the toolkit's own version).
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib; do
+    [ -e "$dir/libcupti.so.13" ] && { cp -L "$dir/libcupti.so.13" "$stage/runtime-libs/"; break; }
+  done
   # Used only where the GPU machine lacks them (they would shadow its own OpenSSL for every process).
   mkdir -p "$stage/runtime-libs/fallback"
   for lib in libssl.so.3 libcrypto.so.3 libz.so.1; do cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/runtime-libs/fallback/" 2>/dev/null; done
@@ -107,11 +111,11 @@ if [ "${HOTPASS_GPU_SKIP_HF:-0}" != 1 ]; then
 fi
 
 if [ "${HOTPASS_GPU_SKIP_BENCH:-0}" != 1 ]; then
-  timeout 300 "$BUILD_DIR/bin/hotpass_bench_gpu_decode" --preset llama-3.2-1b --batches 1,8,32,64 --kv 1024 --breakdown --json "$OUT_DIR/bench.json" 2>&1 | tee "$OUT_DIR/bench.log"
+  timeout 300 "$BUILD_DIR/bin/hotpass_bench_gpu_decode" --preset llama-3.2-1b --batches 1,8,32,64 --kv 1024 --breakdown --timeline --json "$OUT_DIR/bench.json" 2>&1 | tee "$OUT_DIR/bench.log"
   PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/gpu/hf_peer.py" --batches 1,8,32,64 --kv 1024 --json "$OUT_DIR/peer.json" 2>&1 | grep -v Warning | tee "$OUT_DIR/peer.log"
   moe_args=()
   if [ "${HOTPASS_GPU_BENCH_MOE:-1}" = 1 ]; then  # qwen3-30b-a3b, 61 GB generated on the device
-    timeout 300 "$BUILD_DIR/bin/hotpass_bench_gpu_decode" --preset qwen3-30b-a3b --batches 1,8,32 --kv 1024 --reps 20 \
+    timeout 300 "$BUILD_DIR/bin/hotpass_bench_gpu_decode" --preset qwen3-30b-a3b --batches 1,8,32 --kv 1024 --reps 20 --timeline \
       --json "$OUT_DIR/bench_moe.json" 2>&1 | tee "$OUT_DIR/bench_moe.log" && moe_args=(--moe "$OUT_DIR/bench_moe.json")
   fi
   echo

@@ -11,6 +11,7 @@
 #        (run from the repository root on the GPU machine, with a staged build, build/gpu-stage;
 #         the staged plugin itself is NAME=baseline; env HOTPASS_AB_SKIP_TESTS=1 skips the tests,
 #         HOTPASS_AB_BREAKDOWN=NAME,NAME adds --breakdown to those plugins' first runs,
+#         HOTPASS_AB_TIMELINE=NAME,NAME adds --timeline (CUPTI; the stage's runtime-libs has libcupti),
 #         HOTPASS_AB_TESTS the test binaries to run, HOTPASS_AB_PRESET / HOTPASS_AB_BATCHES the bench's
 #         preset (llama-3.2-1b) and batches (1,8,32,64))
 set -uo pipefail
@@ -40,7 +41,8 @@ for round in $(seq 1 "${HOTPASS_AB_ROUNDS:-2}"); do
   for entry in "${plugins[@]}"; do
     name=${entry%%=*} plugin=${entry#*=}
     extra=()
-    [ "$round" = 1 ] && [[ ",${HOTPASS_AB_BREAKDOWN:-}," == *",$name,"* ]] && extra=(--breakdown)
+    [ "$round" = 1 ] && [[ ",${HOTPASS_AB_BREAKDOWN:-}," == *",$name,"* ]] && extra+=(--breakdown)
+    [ "$round" = 1 ] && [[ ",${HOTPASS_AB_TIMELINE:-}," == *",$name,"* ]] && extra+=(--timeline)
     timeout 240 "$STAGE/bin/hotpass_bench_gpu_decode" --forward "$plugin" --preset "${HOTPASS_AB_PRESET:-llama-3.2-1b}" \
       --batches "${HOTPASS_AB_BATCHES:-1,8,32,64}" --kv 1024 \
       --json "$OUT_DIR/bench_${name}_$round.json" "${extra[@]}" "$@" > "$OUT_DIR/bench_${name}_$round.log" 2>&1 || echo "$name round $round: exit $?"

@@ -18,6 +18,8 @@
 #include <sstream>
 
 #include "../../tests/gpu/gpu_rig.h"
+#include "cupti_trace.h"
+#include "timeline.h"
 #include "hotpass/model/model.h"
 
 namespace hp {
@@ -51,10 +53,8 @@ double copy_bandwidth(backend::Backend &device, size_t bytes, int reps) {
 }
 
 // A kernel's name without its namespace and argument list: "gemv_kernel<1, 0, true>".
-std::string kernel_name(const CUDA_KERNEL_NODE_PARAMS &params) {
-    const char *mangled = nullptr;
-    const CUresult got = params.func ? cuFuncGetName(&mangled, params.func) : cuKernelGetName(&mangled, params.kern);
-    if (got != CUDA_SUCCESS || !mangled) return "?";
+std::string short_kernel_name(const char *mangled) {
+    if (!mangled) return "?";
     int status = 1;
     char *demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
     std::string name = status == 0 && demangled ? demangled : mangled;
@@ -74,6 +74,12 @@ std::string kernel_name(const CUDA_KERNEL_NODE_PARAMS &params) {
     name = name.substr(start, cut - start);
     return name.size() > 72 ? name.substr(0, 72) : name;
 }
+std::string kernel_name(const CUDA_KERNEL_NODE_PARAMS &params) {
+    const char *mangled = nullptr;
+    const CUresult got = params.func ? cuFuncGetName(&mangled, params.func) : cuKernelGetName(&mangled, params.kern);
+    return got == CUDA_SUCCESS ? short_kernel_name(mangled) : "?";
+}
+std::string kind_key(const std::string &name, int x, int y, int z) { return fmt::format("{} grid {}x{}x{}", name, x, y, z); }
 
 // Time per step of each kind of kernel in a captured step, without a profiler: the step's kernel
 // nodes grouped by (kernel, grid), each group re-launched alone as a graph of its nodes in step
@@ -120,7 +126,7 @@ std::vector<KernelKind> kernel_breakdown(cudaGraph_t step, backend::Backend &dev
         if (type != cudaGraphNodeTypeKernel) continue;
         CUDA_KERNEL_NODE_PARAMS params{};
         if (cuGraphKernelNodeGetParams(reinterpret_cast<CUgraphNode>(node), &params) != CUDA_SUCCESS) continue;
-        const std::string key = fmt::format("{} grid {}x{}x{}", kernel_name(params), params.gridDimX, params.gridDimY, params.gridDimZ);
+        const std::string key = kind_key(kernel_name(params), int(params.gridDimX), int(params.gridDimY), int(params.gridDimZ));
         Launch launch{params, {}};
         if (cuGraphKernelNodeGetAttribute(reinterpret_cast<CUgraphNode>(node), CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &launch.cluster) !=
             CUDA_SUCCESS) {
@@ -162,8 +168,84 @@ std::vector<KernelKind> kernel_breakdown(cudaGraph_t step, backend::Backend &dev
     return kinds;
 }
 
+// The step's kernels as they run in graph replays, from CUPTI (cupti_trace.h, timeline.h): the
+// captured step instantiated again with kernel records on, `warm` replays dropped, then `reps`
+// replays, each waited for, so one replay's kernels never meet the next one's.
+Result<bench_timeline::Summary> trace_step(cudaGraph_t step, cudaStream_t stream, int reps, int warm = 3) {
+    auto trace = bench_timeline::KernelTrace::begin();
+    if (!trace.ok()) return Error{trace.error()};
+    cudaGraphExec_t exec = nullptr;
+    if (cudaGraphInstantiate(&exec, step, 0) != cudaSuccess) {
+        (void)(*trace)->end();
+        return Error{"graph instantiate for the timeline"};
+    }
+    std::vector<cudaError_t> launched;
+    for (int r = 0; r < warm + reps; ++r) {
+        launched.push_back(cudaGraphLaunch(exec, stream));
+        launched.push_back(cudaStreamSynchronize(stream));
+    }
+    auto records = (*trace)->end();
+    cudaGraphExecDestroy(exec);
+    for (cudaError_t e : launched) {
+        if (e != cudaSuccess) return error("timeline replay: {}", cudaGetErrorString(e));
+    }
+    if (!records.ok()) return Error{records.error()};
+    // Group by the launching call (one cuGraphLaunch per replay, if CUPTI gives graph kernels its
+    // correlation id); else split where no kernel ran for 20 us (the host waits between replays).
+    std::vector<std::vector<bench_timeline::KernelSpan>> replays;
+    std::map<uint32_t, std::vector<bench_timeline::KernelSpan>> by_launch;
+    std::vector<bench_timeline::KernelSpan> all;
+    for (const bench_timeline::KernelRecord &r : *records) {
+        all.push_back({kind_key(short_kernel_name(r.mangled_name.c_str()), r.grid[0], r.grid[1], r.grid[2]), r.start_ns, r.end_ns});
+        by_launch[r.correlation].push_back(all.back());
+    }
+    for (auto &[correlation, spans] : by_launch) replays.push_back(std::move(spans));
+    if (int(replays.size()) != warm + reps) {
+        replays.clear();
+        std::sort(all.begin(), all.end(), [](const auto &a, const auto &b) { return a.start_ns < b.start_ns; });
+        uint64_t front = 0;
+        for (const bench_timeline::KernelSpan &k : all) {
+            if (replays.empty() || k.start_ns > front + 20000) replays.emplace_back();
+            replays.back().push_back(k);
+            front = std::max(front, k.end_ns);
+        }
+    }
+    auto first_start = [](const std::vector<bench_timeline::KernelSpan> &spans) {
+        uint64_t t = UINT64_MAX;
+        for (const auto &k : spans) t = std::min(t, k.start_ns);
+        return t;
+    };
+    std::sort(replays.begin(), replays.end(), [&](const auto &a, const auto &b) { return first_start(a) < first_start(b); });
+    if (int(replays.size()) != warm + reps) return error("timeline: {} replays found in the kernel records, {} launched", replays.size(), warm + reps);
+    replays.erase(replays.begin(), replays.begin() + warm);
+    return bench_timeline::summarize(replays);
+}
+
+// Prints the timeline's table and returns it for the JSON; a trace that failed is reported and
+// leaves the step's other figures standing.
+nlohmann::json report_timeline(const Result<bench_timeline::Summary> &traced, double step_ms) {
+    if (!traced.ok()) {
+        fmt::print(stderr, "warning: --timeline: not traced: {}\n", traced.error());
+        return {{"error", traced.error()}};
+    }
+    const bench_timeline::Summary &t = *traced;
+    nlohmann::json out = {{"replays", t.replays},       {"span_ms_median", t.span_ms_median}, {"span_ms_mean", t.span_ms_mean},
+                          {"span_ms_min", t.span_ms_min}, {"span_ms_max", t.span_ms_max},       {"gap_ms", t.gap_ms},
+                          {"kinds", nlohmann::json::array()}};
+    fmt::print("  timeline (CUPTI, {} replays): span {:.4f} ms (min {:.4f}, max {:.4f}; the step untraced {:.4f}), no kernel running {:.4f} ms\n",
+               t.replays, t.span_ms_median, t.span_ms_min, t.span_ms_max, step_ms, t.gap_ms);
+    fmt::print("  {:>11} {:>6} {:>4} {:>9} {:>9}  kernel (grid)\n", "exposed ms", "share", "n", "mean us", "lead us");
+    for (const bench_timeline::KindShare &k : t.kinds) {
+        out["kinds"].push_back(
+            {{"kernel", k.kind}, {"launches", k.launches}, {"exposed_ms", k.exposed_ms}, {"mean_us", k.mean_us}, {"mean_lead_us", k.mean_lead_us}});
+        fmt::print("  {:>11.4f} {:>5.1f}% {:>4} {:>9.2f} {:>9.2f}  {}\n", k.exposed_ms, 100.0 * k.exposed_ms / t.span_ms_mean, k.launches, k.mean_us,
+                   k.mean_lead_us, k.kind);
+    }
+    return out;
+}
+
 int run(const std::string &preset, const std::vector<int> &batches, int kv_length, int reps, const std::string &forward,
-        const std::string &json_path, bool breakdown) {
+        const std::string &json_path, bool breakdown, bool timeline) {
     const int block_tokens = 16;
     const int max_batch = *std::max_element(batches.begin(), batches.end());
     const int max_blocks = (kv_length + 1 + block_tokens - 1) / block_tokens;
@@ -300,6 +382,7 @@ int run(const std::string &preset, const std::vector<int> &batches, int kv_lengt
             }
             fmt::print("  {:>8.4f} ms in kernels timed alone by kind; the step takes {:.4f} ms\n", total_ms, stats_of(graph_ms).median);
         }
+        const nlohmann::json timeline_json = timeline ? report_timeline(trace_step((*rig)->graph(), stream, 20), s.median) : nlohmann::json();
         out["batches"].push_back({{"batch", batch_size},
                                   {"step_ms_median", s.median},
                                   {"step_ms_p10", s.p10},
@@ -315,7 +398,8 @@ int run(const std::string &preset, const std::vector<int> &batches, int kv_lengt
                                   {"fraction_of_roofline", floor_ms / s.median},
                                   {"graph_vs_eager_max_delta", check.max_delta},
                                   {"reps", reps},
-                                  {"kernels", kernels}});
+                                  {"kernels", kernels},
+                                  {"timeline", timeline_json}});
         fmt::print("batch {:>3}: step {:.3f} ms (p10 {:.3f}, p90 {:.3f}; host clock {:.3f}; eager {:.3f}; capture {:.1f}) = {:.0f} tokens/s; "
                    "roofline {:.3f} ms ({:.0f}%)",
                    batch_size, s.median, s.p10, s.p90, host_ms, stats_of(eager_ms).median, capture_ms, batch_size / (s.median * 1e-3), floor_ms,
@@ -337,7 +421,7 @@ int main(int argc, char **argv) {
     CLI::App app{"GPU decode benchmark: CUDA-graph step time, tokens/s and roofline per batch size"};
     std::string preset = "llama-3.2-1b", forward = "baseline", json_path, batches_text = "1,8,32,64";
     int kv_length = 1024, reps = 50;
-    bool breakdown = false;
+    bool breakdown = false, timeline = false;
     app.add_option("--preset", preset)->capture_default_str();
     app.add_option("--forward", forward)->capture_default_str();
     app.add_option("--batches", batches_text)->capture_default_str();
@@ -345,6 +429,10 @@ int main(int argc, char **argv) {
     app.add_option("--reps", reps)->capture_default_str();
     app.add_option("--json", json_path, "write the figures here");
     app.add_flag("--breakdown", breakdown, "also time each kind of kernel of the step alone (graph of its launches, events)");
+    app.add_flag("--timeline", timeline,
+                 "also trace the step's kernels in graph replays with CUPTI (needs libcupti): per kind of kernel, the time it adds "
+                 "to the step (its end past every earlier kernel's), its mean duration and how early it starts under the kernels "
+                 "before it (programmatic launch)");
     CLI11_PARSE(app, argc, argv);
     std::vector<int> batches;
     std::stringstream stream(batches_text);
@@ -353,5 +441,5 @@ int main(int argc, char **argv) {
         fmt::print(stderr, "no CUDA device\n");
         return 77;
     }
-    return hp::run(preset, batches, kv_length, reps, forward, json_path, breakdown);
+    return hp::run(preset, batches, kv_length, reps, forward, json_path, breakdown, timeline);
 }

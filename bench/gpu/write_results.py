@@ -7,6 +7,32 @@ import datetime
 import json
 
 
+def timeline_section(bench):
+    """The `--timeline` tables (CUPTI kernel records of graph replays), one per batch that has one."""
+    traced = [b for b in bench["batches"] if b.get("timeline")]
+    if not traced:
+        return []
+    lines = ["", f"### The step's kernels as they ran (`--timeline`, {bench['preset']})", "",
+             "CUPTI's start and end of every kernel in 20 graph replays. *Exposed*: how far a kernel pushed the step's end past "
+             "every kernel that started before it (the exposed times of a replay add up to its span; a gap before a kernel "
+             "counts in its exposed time); *lead*: how long before that front it started (programmatic launch; negative: "
+             "a gap). Tracing adds to the step: compare the span with the untraced step.", ""]
+    for b in traced:
+        t = b["timeline"]
+        if "error" in t:
+            lines += [f"batch {b['batch']}: not traced: {t['error']}", ""]
+            continue
+        lines += [f"batch {b['batch']}: span {t['span_ms_median']:.3f} ms traced (min {t['span_ms_min']:.3f}, max {t['span_ms_max']:.3f}), "
+                  f"{b['step_ms_median']:.3f} untraced; no kernel running {t['gap_ms']:.3f} ms; roofline {b['roofline_ms']:.3f} ms", "",
+                  "| kernel (grid) | launches | exposed ms per step | share | mean us per launch | mean lead us |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for k in t["kinds"]:
+            lines.append(f"| `{k['kernel']}` | {k['launches']} | {k['exposed_ms']:.4f} | {100 * k['exposed_ms'] / t['span_ms_mean']:.0f}% | "
+                         f"{k['mean_us']:.2f} | {k['mean_lead_us']:.2f} |")
+        lines.append("")
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("bench")
@@ -64,6 +90,7 @@ def main():
             for k in sorted(b["kernels"], key=lambda k: -k["ms"]):
                 lines.append(f"| `{k['kernel']}` | {k['launches']} | {k['ms']:.4f} | {100 * k['ms'] / b['step_ms_median']:.0f}% |")
             lines.append("")
+    lines += timeline_section(bench)
     if args.moe:
         moe = json.load(open(args.moe))
         m = moe["startup_ms"]
@@ -80,6 +107,7 @@ def main():
                          f"{b.get('unique_experts_per_layer', 0):.1f} | {b['roofline_ms']:.3f} | {100 * b['fraction_of_roofline']:.0f}% | "
                          f"{b.get('roofline_one_token_ms', b['roofline_ms']):.3f} | {b['eager_step_ms_median']:.3f} |")
             table.append(f"{moe['preset']} batch {b['batch']}: {b['tokens_per_s']:.0f} tokens/s")
+        lines += timeline_section(moe)
     if args.tests:
         lines += ["", f"GPU tests in the same call: {args.tests}"]
     lines.append("")

@@ -1,0 +1,98 @@
+// bench/gpu/timeline.h: exposed time, lead and gaps of a replayed step's kernels.
+#include "timeline.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace hp::bench_timeline {
+namespace {
+
+const KindShare *find(const Summary &summary, const std::string &kind) {
+    for (const KindShare &k : summary.kinds) {
+        if (k.kind == kind) return &k;
+    }
+    return nullptr;
+}
+
+TEST(Timeline, SerialChainWithAGap) {
+    // a [0, 10) us, then 2 us with nothing running, b [12, 20), c [20, 25).
+    const Summary s = summarize({{{"a", 0, 10000}, {"b", 12000, 20000}, {"c", 20000, 25000}}});
+    ASSERT_EQ(s.replays, 1);
+    EXPECT_DOUBLE_EQ(s.span_ms_median, 0.025);
+    EXPECT_DOUBLE_EQ(s.gap_ms, 0.002);
+    ASSERT_EQ(s.kinds.size(), 3u);
+    EXPECT_EQ(s.kinds[0].kind, "a");  // largest exposed time first
+    EXPECT_DOUBLE_EQ(find(s, "a")->exposed_ms, 0.010);
+    EXPECT_DOUBLE_EQ(find(s, "b")->exposed_ms, 0.010);  // the gap before it included
+    EXPECT_DOUBLE_EQ(find(s, "b")->mean_lead_us, -2.0);
+    EXPECT_DOUBLE_EQ(find(s, "c")->exposed_ms, 0.005);
+    EXPECT_DOUBLE_EQ(find(s, "c")->mean_lead_us, 0.0);
+}
+
+TEST(Timeline, EarlyStartsCountOnlyWhatExtendsTheStep) {
+    // b starts 6 us under a (programmatic launch) and ends 5 us after it; c lies inside b; d starts
+    // 1 us before b ends. Input out of order.
+    const Summary s = summarize({{{"d", 14000, 17000}, {"b", 4000, 15000}, {"a", 0, 10000}, {"c", 5000, 9000}}});
+    EXPECT_DOUBLE_EQ(s.span_ms_median, 0.017);
+    EXPECT_DOUBLE_EQ(s.gap_ms, 0.0);
+    EXPECT_DOUBLE_EQ(find(s, "b")->exposed_ms, 0.005);
+    EXPECT_DOUBLE_EQ(find(s, "b")->mean_lead_us, 6.0);
+    EXPECT_DOUBLE_EQ(find(s, "b")->mean_us, 11.0);
+    EXPECT_DOUBLE_EQ(find(s, "c")->exposed_ms, 0.0);
+    EXPECT_DOUBLE_EQ(find(s, "c")->mean_lead_us, 10.0);  // front 15 (b's end) against its start 5
+    EXPECT_DOUBLE_EQ(find(s, "d")->exposed_ms, 0.002);
+    EXPECT_DOUBLE_EQ(find(s, "d")->mean_lead_us, 1.0);
+}
+
+TEST(Timeline, KindsAveragedOverReplaysAndLaunches) {
+    // Two launches of "g" per step; the second replay is slower; an empty replay is ignored.
+    const std::vector<std::vector<KernelSpan>> replays = {
+        {{"g", 100000, 104000}, {"h", 104000, 105000}, {"g", 105000, 109000}},
+        {},
+        {{"g", 500000, 506000}, {"h", 506000, 507000}, {"g", 507000, 513000}},
+    };
+    const Summary s = summarize(replays);
+    ASSERT_EQ(s.replays, 2);
+    EXPECT_DOUBLE_EQ(s.span_ms_min, 0.009);
+    EXPECT_DOUBLE_EQ(s.span_ms_max, 0.013);
+    EXPECT_DOUBLE_EQ(s.span_ms_mean, 0.011);
+    EXPECT_EQ(find(s, "g")->launches, 2);
+    EXPECT_DOUBLE_EQ(find(s, "g")->exposed_ms, 0.010);  // (8 + 12) / 2 us
+    EXPECT_DOUBLE_EQ(find(s, "g")->mean_us, 5.0);
+    EXPECT_EQ(find(s, "h")->launches, 1);
+}
+
+TEST(Timeline, ExposedTimesSumToTheSpanOfRandomSteps) {
+    std::mt19937_64 rng(20261201);
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<KernelSpan> replay;
+        uint64_t t = 1000000;
+        const int n = 1 + int(rng() % 40);
+        for (int i = 0; i < n; ++i) {
+            const uint64_t start = t + rng() % 3000 - std::min<uint64_t>(t - 1000000, rng() % 4000);  // gaps and early starts
+            const uint64_t end = start + 1 + rng() % 9000;
+            replay.push_back({"k" + std::to_string(rng() % 5), start, end});
+            t = std::max(t, end);
+        }
+        uint64_t first = UINT64_MAX, last = 0;
+        for (const KernelSpan &k : replay) first = std::min(first, k.start_ns), last = std::max(last, k.end_ns);
+        const Summary s = summarize({replay});
+        double exposed = 0;
+        for (const KindShare &k : s.kinds) {
+            exposed += k.exposed_ms;
+            EXPECT_GE(k.exposed_ms, 0.0);
+        }
+        ASSERT_NEAR(exposed, double(last - first) * 1e-6, 1e-9) << "trial " << trial;
+        EXPECT_DOUBLE_EQ(s.span_ms_median, double(last - first) * 1e-6);
+    }
+}
+
+TEST(Timeline, NoReplaysNoKinds) {
+    const Summary s = summarize({});
+    EXPECT_EQ(s.replays, 0);
+    EXPECT_TRUE(s.kinds.empty());
+}
+
+}  // namespace
+}  // namespace hp::bench_timeline
