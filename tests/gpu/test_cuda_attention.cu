@@ -45,6 +45,7 @@ struct Case {
     int block_tokens = 16;  // 8: warp steps of 16 positions span paged blocks
     bool small_warps = false;  // the CUDA-core kernel with kFdSmallWarps warps per block (knob attn_fd_small_warps)
     bool alone = false;        // every token alone in its sequence (a decode step), else every fifth shares
+    bool cluster = false;      // the CUDA-core kernel's splits as one cluster (knob attn_fd_cluster)
 };
 
 std::string describe(const Case &c) {
@@ -52,13 +53,29 @@ std::string describe(const Case &c) {
            ", d_head " + std::to_string(c.d_head) + ", kv " + (c.kv_dtype == HP_DTYPE_BF16 ? "bf16" : "f16") + ", n_split " +
            std::to_string(c.n_split) + (c.prefetch ? ", prefetch" : "") + (c.mma ? ", mma" : "") + ", block_tokens " +
            std::to_string(c.block_tokens) + (c.small_warps ? ", " + std::to_string(base::kFdSmallWarps) + " warps" : "") +
-           (c.alone ? ", one token per sequence" : "");
+           (c.alone ? ", one token per sequence" : "") + (c.cluster ? ", splits in a cluster" : "");
+}
+
+// The CUDA-core kernel with its splits as one cluster, launched as forward.cu does.
+template <hp_dtype KV, int D, int G, bool PREFETCH, int W>
+void launch_cluster(dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
+                    const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
+    base::launch_decode_attention_kernel<true>(base::decode_attention_kernel<KV, D, G, PREFETCH, W, true>, int(grid.x), int(grid.y), p.n_split, W,
+                                               cudaStream_t(0), p, q, positions, token_seq, tables, k, v, partial, counters, out);
 }
 
 template <int D, int G, bool PREFETCH>
 void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
                     const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
-                    __nv_bfloat16 *out, bool small_warps) {
+                    __nv_bfloat16 *out, bool small_warps, bool cluster) {
+    if (cluster) {
+        constexpr int W = base::kFdSmallWarps;
+        if (small_warps && kv == HP_DTYPE_BF16) launch_cluster<HP_DTYPE_BF16, D, G, PREFETCH, W>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+        else if (small_warps) launch_cluster<HP_DTYPE_F16, D, G, PREFETCH, W>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+        else if (kv == HP_DTYPE_BF16) launch_cluster<HP_DTYPE_BF16, D, G, PREFETCH, base::kFdWarps>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+        else launch_cluster<HP_DTYPE_F16, D, G, PREFETCH, base::kFdWarps>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+        return;
+    }
     if (small_warps) {
         constexpr int W = base::kFdSmallWarps;
         if (kv == HP_DTYPE_BF16) {
@@ -92,12 +109,14 @@ void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentio
 template <int D, int G>
 void launch(bool prefetch, bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
             const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
-            __nv_bfloat16 *out, bool small_warps) {
-    if (prefetch) launch_variant<D, G, true>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out, small_warps);
-    else launch_variant<D, G, false>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out, small_warps);
+            __nv_bfloat16 *out, bool small_warps, bool cluster) {
+    if (prefetch) launch_variant<D, G, true>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out, small_warps, cluster);
+    else launch_variant<D, G, false>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out, small_warps, cluster);
 }
 
-void run_case(const Case &c, uint32_t seed) {
+// Runs case c on inputs drawn from `seed` and checks the outputs against float64 host math; `bits`
+// (optional) gets the outputs' bits (the same seed gives the same inputs).
+void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullptr) {
     SCOPED_TRACE(describe(c));
     std::mt19937 rng(seed);
     const int block_tokens = c.block_tokens, d = c.d_head, group = c.n_head / c.n_head_kv;
@@ -188,12 +207,12 @@ void run_case(const Case &c, uint32_t seed) {
     }
     const dim3 grid(c.n_head_kv, c.n_token, p.n_split);
     auto run = [&] {
-        if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
-        else if (d == 32) launch<32, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
-        else if (d == 64 && group <= 4) launch<64, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
-        else if (d == 64) launch<64, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
-        else if (group <= 4) launch<128, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
-        else launch<128, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps);
+        if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
+        else if (d == 32) launch<32, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
+        else if (d == 64 && group <= 4) launch<64, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
+        else if (d == 64) launch<64, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
+        else if (group <= 4) launch<128, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
+        else launch<128, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
     };
     run();
     CHECK_CUDA(cudaGetLastError());
@@ -249,6 +268,7 @@ void run_case(const Case &c, uint32_t seed) {
                       static_cast<void *>(out_d), static_cast<void *>(seq_token_start_d)}) {
         cudaFree(ptr);
     }
+    if (bits) *bits = got;
 }
 
 // llama-3.2-1b's attention shape (32 heads, 8 KV heads, d_head 64) at decode batches 1-64, each
@@ -322,6 +342,36 @@ TEST(CudaDecodeAttention, SmallStepWarpsMatchHostMath) {
     c.small_warps = true;
     c.block_tokens = 8;
     run_case(c, seed++);
+}
+
+// Knob attn_fd_cluster: the splits of a (token, kv head) as one cluster, adding each other's
+// results through distributed shared memory. Same arithmetic in the same split order as the last
+// block's reduction through L2: the outputs must be bit-identical to it (and within the host-math
+// bound). Split counts 2 / 3 / 8 and 16 (a non-portable cluster), both warp counts, with and without
+// the prefetch, llama-3.2-1b's and qwen3-30b-a3b's shapes, d_head 32, f16, shared sequences.
+TEST(CudaDecodeAttention, ClusteredSplitsMatchLastBlockReduction) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    Case cases[] = {
+        {1, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, true, false, 16, true, true},   // llama-3.2-1b batch 1
+        {8, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, false, false, 16, false, true},  // llama-3.2-1b batch 8
+        {1, 32, 4, 128, HP_DTYPE_BF16, 16, 1024, true, false, 16, true, true},  // qwen3-30b-a3b batch 1, 16 splits
+        {1, 32, 4, 128, HP_DTYPE_BF16, 8, 1000, true, false, 16, true, true},
+        {5, 16, 2, 128, HP_DTYPE_F16, 3, 400, false, false, 16, false, false},  // f16, shared sequences
+        {6, 4, 2, 32, HP_DTYPE_BF16, 2, 150, true, false, 8, true, false},      // d_head 32, blocks of 8 tokens
+        {33, 32, 8, 64, HP_DTYPE_BF16, 8, 300, false, false, 16, false, true},
+    };
+    for (Case c : cases) {
+        std::vector<uint16_t> reference, clustered;
+        c.cluster = false;
+        run_case(c, seed, &reference);
+        c.cluster = true;
+        run_case(c, seed, &clustered);
+        EXPECT_FALSE(reference.empty());
+        EXPECT_TRUE(reference == clustered) << describe(c) << ": outputs differ from the last block's reduction";
+        ++seed;
+    }
 }
 
 // The tensor-core kernel over the same cases.

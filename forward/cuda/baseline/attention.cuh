@@ -13,12 +13,17 @@
 // (one split) or the split's (max, sum, unnormalised acc) goes to `partial` and the last block of
 // the (token, kv head) to arrive (atomic counter) adds the splits in split order (deterministic
 // whatever the arrival order) and writes the output, and sets the counter back to zero for the
-// next step (graph replays need no reset). Positions [0, positions[t]] of the token's sequence are
+// next step (graph replays need no reset). With knob attn_fd_cluster the splits of a (token, kv
+// head) run as one thread-block cluster instead (grid (split, kv head, token)): each block keeps its
+// split's state in shared memory, and after a cluster barrier every block adds the splits, in split
+// order, for its share of the outputs through distributed shared memory (the same sums, no trip
+// through L2 and no counter). Positions [0, positions[t]] of the token's sequence are
 // attended (the head kernel, or the q/k/v launch's head epilogue, has written position positions[t]
 // before; older rows may be loaded before griddepcontrol.wait: knob attn_fd_early_kv). 16-bit KV (bf16, f16),
 // d_head 32, 64 or 128, group <= kMaxGroup; other shapes use attention_split_kernel.
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -39,6 +44,11 @@ constexpr int kFdWarps = HP_CUDA_ATTN_FD_WARPS;
 constexpr int kFdSmallWarps = HP_CUDA_ATTN_FD_SMALL_WARPS;
 constexpr int kFdUnroll = HP_CUDA_ATTN_FD_UNROLL;
 constexpr int kFdMaxSplit = 64;  // splits per (token, kv head): the last block's weights in shared memory
+constexpr int kFdMaxCluster = 16;  // splits of one cluster (knob attn_fd_cluster; above 8: a non-portable cluster size)
+
+// Whether a launch of n_split splits runs them as one cluster (knob attn_fd_cluster: the largest
+// cluster it may form; 0 never).
+inline bool fd_cluster(int n_split) { return HP_CUDA_ATTN_FD_CLUSTER >= 2 && n_split >= 2 && n_split <= HP_CUDA_ATTN_FD_CLUSTER; }
 
 struct DecodeAttentionParams {
     int n_head, n_head_kv, group;
@@ -88,6 +98,9 @@ struct FdShared {
     float weight[kFdMaxSplit][G];
     float total[G];  // the last block's sum over splits of weight * l, per head
     bool last;
+    // The block's split combined over its warps (attn_fd_cluster: the cluster's blocks read it).
+    float block_m[G], block_l[G];
+    float block_acc[G][D];
 };
 
 // Whether token t is alone in its sequence (sequence t): then only its own position's K/V row is
@@ -111,10 +124,57 @@ __device__ inline int64_t paged_row(const DecodeAttentionParams &p, const int32_
     return int64_t(table[block]) * p.block_tokens + at - block * p.block_tokens;
 }
 
+// attn_fd_cluster: the splits of (t, g) are the blocks of one cluster (rank = split), each holding
+// its split's (max, sum, acc) in shared memory. After a cluster barrier, block `split` adds the
+// splits for its share of the group's outputs, reading the others' shared memory (all n_split
+// values of an output are loaded at once, then added in split order: the same arithmetic as the
+// last block's reduction through `partial`), and a second barrier keeps every block's shared memory
+// until the others are done with it.
+template <int D, int G, int W>
+__device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, int head0, int split, FdShared<D, G, W> &sh,
+                                         __nv_bfloat16 *out) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    const int n_split = p.n_split, n_out = p.group * D, share = (n_out + n_split - 1) / n_split;
+    cluster.sync();  // every split's state is in its block's shared memory
+    const FdShared<D, G, W> *rank[kFdMaxCluster];
+#pragma unroll
+    for (int s = 0; s < kFdMaxCluster; ++s) rank[s] = s < n_split ? cluster.map_shared_rank(&sh, s) : &sh;
+    const int end = min(n_out, (split + 1) * share);
+    for (int o = split * share + int(threadIdx.x); o < end; o += W * 32) {
+        const int h = o / D, i = o % D;
+        float m[kFdMaxCluster], l[kFdMaxCluster], acc[kFdMaxCluster];
+#pragma unroll
+        for (int s = 0; s < kFdMaxCluster; ++s) {
+            if (s < n_split) {
+                m[s] = rank[s]->block_m[h];
+                l[s] = rank[s]->block_l[h];
+                acc[s] = rank[s]->block_acc[h][i];
+            }
+        }
+        float m_max = -INFINITY;
+#pragma unroll
+        for (int s = 0; s < kFdMaxCluster; ++s) {
+            if (s < n_split) m_max = fmaxf(m_max, m[s]);
+        }
+        float total = 0.0f, value = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kFdMaxCluster; ++s) {
+            if (s < n_split) {
+                const float weight = m[s] == -INFINITY ? 0.0f : exp2f(m[s] - m_max);
+                total += weight * l[s];
+                value += weight * acc[s];
+            }
+        }
+        out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / total);
+    }
+    cluster.sync();  // the other blocks may still be reading this block's shared memory
+}
+
 // The end of a flash-decoding block once every warp has written its state to `sh`: the warps are
 // combined in warp order, then either the bf16 output is written (one split) or the split's
 // partial, and the last block of (t, g) to arrive adds the splits in split order.
-template <int D, int G, int W = kFdWarps>
+template <int D, int G, int W = kFdWarps, bool CLUSTER = false>
 __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, int g, int split, FdShared<D, G, W> &sh, float *partial,
                                        int32_t *counters, __nv_bfloat16 *out) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -136,6 +196,14 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
             out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / sum);
             continue;
         }
+        if constexpr (CLUSTER) {
+            if (i == 0) {
+                sh.block_m[h] = m_max;
+                sh.block_l[h] = sum;
+            }
+            sh.block_acc[h][i] = value;
+            continue;
+        }
         float *row = partial + ((int64_t(t) * p.n_head + head0 + h) * p.n_split + split) * partial_row;
         if (i == 0) {
             row[0] = m_max;
@@ -144,6 +212,10 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
         row[2 + i] = value;
     }
     if (p.n_split == 1) return;
+    if constexpr (CLUSTER) {
+        fd_cluster_finish<D, G, W>(p, t, head0, split, sh, out);
+        return;
+    }
     // The last block of (t, g) to finish adds the splits.
     __threadfence();
     __syncthreads();
@@ -225,7 +297,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
 // HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS tokens: latency-bound launches gain, full ones lose blocks per
 // SM). The variant for full launches (no prefetch, group <= 4) asks for HP_CUDA_ATTN_FD_MIN_BLOCKS
 // blocks per SM (at 4: 128 registers, no spills at d_head 64); the others would spill under it.
-template <hp_dtype KV, int D, int G, bool PREFETCH, int W = kFdWarps>
+template <hp_dtype KV, int D, int G, bool PREFETCH, int W = kFdWarps, bool CLUSTER = false>
 __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                                                         const int32_t *token_seq, const int32_t *block_tables,
                                                                         const void *k_cache, const void *v_cache, float *partial,
@@ -235,7 +307,8 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
     static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
     hp_cuda_gemv::launch_dependents();  // the o_proj GEMV after it may start streaming its weights
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
-    const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    // Grid (kv head, token, split), or (split, kv head, token) in clusters of the splits.
+    const int g = CLUSTER ? blockIdx.y : blockIdx.x, t = CLUSTER ? blockIdx.z : blockIdx.y, split = CLUSTER ? blockIdx.x : blockIdx.z;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int sub = lane / kLanesPerRow, chunk = lane % kLanesPerRow;  // position in a load, 8-element chunk of the row
     const int group = p.group, head0 = g * group;
@@ -386,7 +459,21 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
             }
         }
     }
-    fd_block_finish<D, G, W>(p, t, g, split, sh, partial, counters, out);
+    fd_block_finish<D, G, W, CLUSTER>(p, t, g, split, sh, partial, counters, out);
+}
+
+// Launches a decode_attention_kernel variant for n_token tokens and p.n_split splits: grid (kv
+// head, token, split), or with CLUSTER (split, kv head, token) in clusters of the n_split splits.
+template <bool CLUSTER, typename... Params, typename... Args>
+void launch_decode_attention_kernel(void (*kernel)(Params...), int n_head_kv, int n_token, int n_split, int warps, cudaStream_t stream,
+                                    Args &&...args) {
+    if constexpr (CLUSTER) {
+        if (n_split > 8) cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        hp_cuda_gemv::launch_pdl_clustered(kernel, dim3(n_split, n_head_kv, n_token), dim3(warps * 32), 0, unsigned(n_split), stream,
+                                           std::forward<Args>(args)...);
+    } else {
+        hp_cuda_gemv::launch_pdl(kernel, dim3(n_head_kv, n_token, n_split), dim3(warps * 32), 0, stream, std::forward<Args>(args)...);
+    }
 }
 
 // Splits per (token, kv head): enough blocks for HP_CUDA_ATTN_FD_TARGET_BLOCKS over the step, but

@@ -618,7 +618,11 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     const bool mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && batch.n_token >= mma_min_tokens;
     const bool small = !mma && batch.n_token <= HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS;
     const int warps = small ? kFdSmallWarps : kFdWarps;
-    p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)), warps);
+    // attn_fd_cluster: small steps' splits are at most one cluster's blocks.
+    const bool cluster = small && HP_CUDA_ATTN_FD_CLUSTER >= 2;
+    const int max_split = int(kTokenSplits / size_t(batch.n_token));
+    p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions,
+                                        cluster ? std::min(max_split, HP_CUDA_ATTN_FD_CLUSTER) : max_split, warps);
     p.seq_token_start = batch.n_token == batch.n_seq ? batch.seq_token_start : nullptr;  // tokens may be alone in their sequences
     if (state.prefetch_step) p.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
     const dim3 grid(c.n_head_kv, batch.n_token, p.n_split), block(warps * 32);
@@ -640,8 +644,23 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
             }
             auto for_warps = [&](auto n_warps) {
                 constexpr int W = decltype(n_warps)::value;
-                if (group <= 4) launch(prefetch ? decode_attention_kernel<KV, D, 4, true, W> : decode_attention_kernel<KV, D, 4, false, W>);
-                else launch(prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true, W> : decode_attention_kernel<KV, D, kMaxGroup, false, W>);
+                auto for_cluster = [&](auto cluster) {
+                    constexpr bool C = decltype(cluster)::value;
+                    auto run = [&](auto kernel) {
+                        launch_decode_attention_kernel<C>(kernel, c.n_head_kv, batch.n_token, p.n_split, W, state.stream, p,
+                                                          static_cast<const float *>(state.act.q), batch.positions,
+                                                          static_cast<const int32_t *>(state.act.token_seq), batch.block_tables,
+                                                          static_cast<const void *>(kv.k[layer]), static_cast<const void *>(kv.v[layer]),
+                                                          state.partial, state.attn_counters, state.act.attn);
+                    };
+                    if (group <= 4) run(prefetch ? decode_attention_kernel<KV, D, 4, true, W, C> : decode_attention_kernel<KV, D, 4, false, W, C>);
+                    else run(prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true, W, C> : decode_attention_kernel<KV, D, kMaxGroup, false, W, C>);
+                };
+                // attn_fd_cluster: a small step's splits as one cluster (kernels compiled only with the knob on).
+                if constexpr (HP_CUDA_ATTN_FD_CLUSTER >= 2) {
+                    if (cluster && fd_cluster(p.n_split)) return for_cluster(std::true_type{});
+                }
+                for_cluster(std::false_type{});
             };
             if (small && kFdSmallWarps != kFdWarps) for_warps(std::integral_constant<int, kFdSmallWarps>{});
             else for_warps(std::integral_constant<int, kFdWarps>{});

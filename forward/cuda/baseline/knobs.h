@@ -29,6 +29,9 @@
 #ifndef HP_CUDA_ATTN_FD_WARPS
 #define HP_CUDA_ATTN_FD_WARPS 4
 #endif
+#ifndef HP_CUDA_ATTN_FD_CLUSTER
+#define HP_CUDA_ATTN_FD_CLUSTER 16
+#endif
 #ifndef HP_CUDA_ATTN_FD_EARLY_KV
 #define HP_CUDA_ATTN_FD_EARLY_KV 1
 #endif
@@ -330,6 +333,8 @@ static_assert((HP_CUDA_SKINNY_WGMMA_STAGES_8 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGE
                   (HP_CUDA_SKINNY_WGMMA_STAGES_64 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_64 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_64 <= 8)),
               "skinny_wgmma_stages_*: 0 (two blocks per SM) or 2..8");
 static_assert(HP_CUDA_SKINNY_MOE == 0 || HP_CUDA_SKINNY_MOE == 1, "skinny_moe: 0 or 1");
+static_assert(HP_CUDA_ATTN_FD_CLUSTER == 0 || HP_CUDA_ATTN_FD_CLUSTER == 8 || HP_CUDA_ATTN_FD_CLUSTER == 16,
+              "attn_fd_cluster: 0, 8 or 16");
 static_assert(HP_CUDA_ATTN_FD_EARLY_KV == 0 || HP_CUDA_ATTN_FD_EARLY_KV == 1, "attn_fd_early_kv: 0 or 1");
 static_assert(HP_CUDA_SKINNY_HEAD == 0 || HP_CUDA_SKINNY_HEAD == 1, "skinny_head: 0 or 1");
 static_assert(HP_CUDA_SKINNY_STAGES >= 2 && HP_CUDA_SKINNY_STAGES <= 8, "skinny_stages: 2..8 (the ring's size is checked in gemm_skinny.cuh)");
