@@ -60,8 +60,10 @@ std::string describe(const Case &c) {
 template <hp_dtype KV, int D, int G, bool PREFETCH, int W>
 void launch_cluster(dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
                     const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
-    base::launch_decode_attention_kernel<true>(base::decode_attention_kernel<KV, D, G, PREFETCH, W, true>, int(grid.x), int(grid.y), p.n_split, W,
-                                               cudaStream_t(0), p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    const bool launched = base::launch_decode_attention_kernel<true>(base::decode_attention_kernel<KV, D, G, PREFETCH, W, true>, int(grid.x),
+                                                                     int(grid.y), p.n_split, W, cudaStream_t(0), p, q, positions, token_seq,
+                                                                     tables, k, v, partial, counters, out);
+    EXPECT_TRUE(launched) << "the H200 schedules clusters of " << p.n_split << " blocks";
 }
 
 template <int D, int G, bool PREFETCH>

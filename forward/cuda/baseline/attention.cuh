@@ -29,6 +29,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 #include <hotpass/forward_abi.h>
 
@@ -462,18 +464,45 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
     fd_block_finish<D, G, W, CLUSTER>(p, t, g, split, sh, partial, counters, out);
 }
 
-// Launches a decode_attention_kernel variant for n_token tokens and p.n_split splits: grid (kv
-// head, token, split), or with CLUSTER (split, kv head, token) in clusters of the n_split splits.
+// Whether `kernel` can run clusters of n_split blocks of `warps` warps on this device (above 8 a
+// non-portable size, which a device or partition may refuse); asked once per (kernel, size, device).
+template <typename... Params>
+bool fd_cluster_schedulable(void (*kernel)(Params...), int n_split, int warps) {
+    static thread_local std::map<std::tuple<const void *, int, int>, bool> known;
+    int device = 0;
+    cudaGetDevice(&device);
+    const auto key = std::make_tuple(reinterpret_cast<const void *>(kernel), n_split, device);
+    if (const auto it = known.find(key); it != known.end()) return it->second;
+    if (n_split > 8) cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(n_split), 1, 1);
+    config.blockDim = dim3(unsigned(warps * 32));
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = unsigned(n_split);
+    cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    const bool ok = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
+    if (!ok) cudaGetLastError();  // a refused size leaves no error behind: the caller takes the other path
+    return known[key] = ok;
+}
+
+// Launches a decode_attention_kernel variant for p.n_split splits: grid (kv head, token, split), or
+// with CLUSTER (split, kv head, token) in clusters of the n_split splits, where the device can
+// schedule them (else nothing is launched and it returns false).
 template <bool CLUSTER, typename... Params, typename... Args>
-void launch_decode_attention_kernel(void (*kernel)(Params...), int n_head_kv, int n_token, int n_split, int warps, cudaStream_t stream,
+bool launch_decode_attention_kernel(void (*kernel)(Params...), int n_head_kv, int n_token, int n_split, int warps, cudaStream_t stream,
                                     Args &&...args) {
     if constexpr (CLUSTER) {
-        if (n_split > 8) cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (!fd_cluster_schedulable(kernel, n_split, warps)) return false;
         hp_cuda_gemv::launch_pdl_clustered(kernel, dim3(n_split, n_head_kv, n_token), dim3(warps * 32), 0, unsigned(n_split), stream,
                                            std::forward<Args>(args)...);
     } else {
         hp_cuda_gemv::launch_pdl(kernel, dim3(n_head_kv, n_token, n_split), dim3(warps * 32), 0, stream, std::forward<Args>(args)...);
     }
+    return true;
 }
 
 // Splits per (token, kv head): enough blocks for HP_CUDA_ATTN_FD_TARGET_BLOCKS over the step, but

@@ -647,18 +647,19 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                 auto for_cluster = [&](auto cluster) {
                     constexpr bool C = decltype(cluster)::value;
                     auto run = [&](auto kernel) {
-                        launch_decode_attention_kernel<C>(kernel, c.n_head_kv, batch.n_token, p.n_split, W, state.stream, p,
+                        return launch_decode_attention_kernel<C>(kernel, c.n_head_kv, batch.n_token, p.n_split, W, state.stream, p,
                                                           static_cast<const float *>(state.act.q), batch.positions,
                                                           static_cast<const int32_t *>(state.act.token_seq), batch.block_tables,
                                                           static_cast<const void *>(kv.k[layer]), static_cast<const void *>(kv.v[layer]),
                                                           state.partial, state.attn_counters, state.act.attn);
                     };
-                    if (group <= 4) run(prefetch ? decode_attention_kernel<KV, D, 4, true, W, C> : decode_attention_kernel<KV, D, 4, false, W, C>);
-                    else run(prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true, W, C> : decode_attention_kernel<KV, D, kMaxGroup, false, W, C>);
+                    if (group <= 4) return run(prefetch ? decode_attention_kernel<KV, D, 4, true, W, C> : decode_attention_kernel<KV, D, 4, false, W, C>);
+                    return run(prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true, W, C> : decode_attention_kernel<KV, D, kMaxGroup, false, W, C>);
                 };
-                // attn_fd_cluster: a small step's splits as one cluster (kernels compiled only with the knob on).
+                // attn_fd_cluster: a small step's splits as one cluster where the device schedules
+                // such clusters (kernels compiled only with the knob on), else the last-block reduction.
                 if constexpr (HP_CUDA_ATTN_FD_CLUSTER >= 2) {
-                    if (cluster && fd_cluster(p.n_split)) return for_cluster(std::true_type{});
+                    if (cluster && fd_cluster(p.n_split) && for_cluster(std::true_type{})) return;
                 }
                 for_cluster(std::false_type{});
             };
