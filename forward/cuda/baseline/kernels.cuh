@@ -127,45 +127,47 @@ __global__ void head_kernel(HeadParams p, float *q, const float *k, const float 
     __shared__ float v_head[kMaxHeadDim];
     hp_cuda_gemv::launch_dependents();
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
-    hp_cuda_gemv::wait_for_previous_grid();
-    const int hh = blockIdx.x, t = blockIdx.y, d = p.d_head, half = d / 2;
-    const bool is_q = hh < p.n_head;
+    // Thread i holds element i of the head (d_head <= kMaxHeadDim <= the block's threads).
+    const int hh = blockIdx.x, t = blockIdx.y, d = p.d_head, half = d / 2, i = threadIdx.x;
+    const bool is_q = hh < p.n_head, mine = i < d;
     const int h = is_q ? hh : hh - p.n_head;
-    const float *src = is_q ? q + (int64_t(t) * p.n_head + h) * d : k + (int64_t(t) * p.n_head_kv + h) * d;
+    // Before the wait, what only weights and the step's inputs decide: this element's biases and
+    // norm weight, and its rotation at the token's position.
     const void *bias = is_q ? p.bq : p.bk;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) {
-        head[i] = src[i] + (bias ? load(p.bias_dtype, bias, int64_t(h) * d + i) : 0.0f);
-        if (!is_q) v_head[i] = v[(int64_t(t) * p.n_head_kv + h) * d + i] + (p.bv ? load(p.bias_dtype, p.bv, int64_t(h) * d + i) : 0.0f);
+    const void *norm = is_q ? p.q_norm : p.k_norm;
+    const float bias_i = mine && bias ? load(p.bias_dtype, bias, int64_t(h) * d + i) : 0.0f;
+    const float v_bias_i = mine && !is_q && p.bv ? load(p.bias_dtype, p.bv, int64_t(h) * d + i) : 0.0f;
+    const float norm_i = mine && norm ? load(p.norm_dtype, norm, i) : 0.0f;
+    const int position = positions[t];
+    float sin_a = 0.0f, cos_a = 1.0f;
+    if (i < half) sincosf(float(position) * p.inv_freq[i], &sin_a, &cos_a);
+    hp_cuda_gemv::wait_for_previous_grid();
+    const float *src = is_q ? q + (int64_t(t) * p.n_head + h) * d : k + (int64_t(t) * p.n_head_kv + h) * d;
+    if (mine) {
+        head[i] = src[i] + (bias ? bias_i : 0.0f);
+        if (!is_q) v_head[i] = v[(int64_t(t) * p.n_head_kv + h) * d + i] + (p.bv ? v_bias_i : 0.0f);
     }
     __syncthreads();
-    const void *norm = is_q ? p.q_norm : p.k_norm;
     if (norm) {
-        float sum_sq = 0.0f;
-        for (int i = threadIdx.x; i < d; i += blockDim.x) sum_sq += head[i] * head[i];
+        const float sum_sq = mine ? head[i] * head[i] : 0.0f;
         const float scale = rsqrtf(block_sum(sum_sq) / float(d) + p.eps);
-        for (int i = threadIdx.x; i < d; i += blockDim.x) head[i] = head[i] * scale * load(p.norm_dtype, norm, i);
+        if (mine) head[i] = head[i] * scale * norm_i;
         __syncthreads();
     }
-    const int position = positions[t];
-    float rotated[kMaxHeadDim / 64 + 1][2];
-    int n_mine = 0;
-    for (int i = threadIdx.x; i < half; i += blockDim.x, ++n_mine) {
-        float sin_a, cos_a;
-        sincosf(float(position) * p.inv_freq[i], &sin_a, &cos_a);
+    float rotated[2] = {0.0f, 0.0f};
+    if (i < half) {
         const float first = head[i], second = head[i + half];
-        rotated[n_mine][0] = first * cos_a - second * sin_a;
-        rotated[n_mine][1] = second * cos_a + first * sin_a;
+        rotated[0] = first * cos_a - second * sin_a;
+        rotated[1] = second * cos_a + first * sin_a;
     }
     __syncthreads();
-    n_mine = 0;
-    for (int i = threadIdx.x; i < half; i += blockDim.x, ++n_mine) {
-        head[i] = rotated[n_mine][0];
-        head[i + half] = rotated[n_mine][1];
+    if (i < half) {
+        head[i] = rotated[0];
+        head[i + half] = rotated[1];
     }
     __syncthreads();
     if (is_q) {
-        float *dst = q + (int64_t(t) * p.n_head + h) * d;
-        for (int i = threadIdx.x; i < d; i += blockDim.x) dst[i] = head[i];
+        if (mine) q[(int64_t(t) * p.n_head + h) * d + i] = head[i];
         return;
     }
     const int32_t *table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
