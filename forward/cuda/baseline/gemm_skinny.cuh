@@ -553,13 +553,14 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     cluster.sync();  // keep every block's shared memory alive until the cluster has read it
 }
 
-// Blocks per cluster: the fewest (a power of two up to 8) that give at least
-// HP_CUDA_SKINNY_TARGET_BLOCKS blocks over all row blocks, keeping four chunks per block on average
-// (the last blocks of a cluster may get fewer, or none).
-inline int skinny_cluster_size(int row_blocks, int n_in) {
+// Blocks per cluster: the fewest (a power of two up to 8) that give at least `target` blocks over
+// all row blocks, keeping four chunks per block on average (the last blocks of a cluster may get
+// fewer, or none). `target`: skinny_target_blocks_8 for launches of up to 8 tokens, else
+// skinny_target_blocks.
+inline int skinny_cluster_size(int row_blocks, int n_in, int target = HP_CUDA_SKINNY_TARGET_BLOCKS) {
     const int n_kc = (n_in + kSkinnyChunk - 1) / kSkinnyChunk;
     int size = 1;
-    while (size < 8 && row_blocks * size < HP_CUDA_SKINNY_TARGET_BLOCKS && 4 * size <= n_kc) size *= 2;
+    while (size < 8 && row_blocks * size < target && 4 * size <= n_kc) size *= 2;
     return size;
 }
 
@@ -609,19 +610,21 @@ inline bool skinny_wgmma_available() {
 enum class SkinnyMma { kByKnob, kMmaSync, kWgmma };
 
 template <int NB, int EPI, bool WG>
-void launch_skinny_kernel(const Params &p, dim3 grid, cudaStream_t stream) {
+void launch_skinny_kernel(const Params &p, int row_blocks, cudaStream_t stream) {
     void (*kernel)(Params) = p.x_sum_sq ? skinny_kernel<NB, EPI, true, WG> : skinny_kernel<NB, EPI, false, WG>;
     const size_t bytes = skinny_shared_bytes(EPI, NB * 8, WG);
     if (bytes > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    const int target = NB == 1 ? HP_CUDA_SKINNY_TARGET_BLOCKS_8 : HP_CUDA_SKINNY_TARGET_BLOCKS;
+    const dim3 grid(unsigned(skinny_cluster_size(row_blocks, p.n_in, target)), unsigned(row_blocks), 1);
     launch_pdl_clustered(kernel, grid, dim3(kSkinnyWarps * 32), bytes, grid.x, stream, p);
 }
 
 template <int NB, int EPI>
-void launch_skinny_tokens(const Params &p, dim3 grid, bool wgmma, cudaStream_t stream) {
+void launch_skinny_tokens(const Params &p, int row_blocks, bool wgmma, cudaStream_t stream) {
     if constexpr (kSkinnyWarps % 4 == 0 && kSkinnyChunk == 64) {
-        if (wgmma) return launch_skinny_kernel<NB, EPI, true>(p, grid, stream);
+        if (wgmma) return launch_skinny_kernel<NB, EPI, true>(p, row_blocks, stream);
     }
-    launch_skinny_kernel<NB, EPI, false>(p, grid, stream);
+    launch_skinny_kernel<NB, EPI, false>(p, row_blocks, stream);
 }
 
 // Launches the skinny kernel on `stream` (the caller checked skinny_fits). EPI is the same for
@@ -637,12 +640,11 @@ void launch_skinny(Params p, cudaStream_t stream, SkinnyMma mma = SkinnyMma::kBy
     const bool wanted = mma == SkinnyMma::kWgmma ||
                         (mma == SkinnyMma::kByKnob && HP_CUDA_SKINNY_WGMMA_MIN_TOKENS > 0 && p.n_token >= HP_CUDA_SKINNY_WGMMA_MIN_TOKENS);
     const bool wgmma = wanted && skinny_wgmma_available();
-    const dim3 grid(unsigned(skinny_cluster_size(row_blocks, p.n_in)), unsigned(row_blocks), 1);
     switch (token_tiles(p.n_token)) {
-        case 1: launch_skinny_tokens<1, EPI>(p, grid, wgmma, stream); break;
-        case 2: launch_skinny_tokens<2, EPI>(p, grid, wgmma, stream); break;
-        case 4: launch_skinny_tokens<4, EPI>(p, grid, wgmma, stream); break;
-        default: launch_skinny_tokens<8, EPI>(p, grid, wgmma, stream); break;
+        case 1: launch_skinny_tokens<1, EPI>(p, row_blocks, wgmma, stream); break;
+        case 2: launch_skinny_tokens<2, EPI>(p, row_blocks, wgmma, stream); break;
+        case 4: launch_skinny_tokens<4, EPI>(p, row_blocks, wgmma, stream); break;
+        default: launch_skinny_tokens<8, EPI>(p, row_blocks, wgmma, stream); break;
     }
 }
 

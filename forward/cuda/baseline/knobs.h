@@ -244,6 +244,9 @@
 #ifndef HP_CUDA_SKINNY_WGMMA_STAGES_64
 #define HP_CUDA_SKINNY_WGMMA_STAGES_64 4
 #endif
+#ifndef HP_CUDA_SKINNY_TARGET_BLOCKS_8
+#define HP_CUDA_SKINNY_TARGET_BLOCKS_8 192
+#endif
 #ifndef HP_CUDA_SKINNY_TARGET_BLOCKS
 #define HP_CUDA_SKINNY_TARGET_BLOCKS 256
 #endif
@@ -325,6 +328,7 @@ static_assert(HP_CUDA_SKINNY_WARPS >= 1 && HP_CUDA_SKINNY_WARPS <= 8, "skinny_wa
 static_assert(HP_CUDA_SKINNY_TILES >= 1 && HP_CUDA_SKINNY_TILES <= 4, "skinny_tiles: 1..4");
 static_assert(HP_CUDA_SKINNY_UNROLL == 1 || HP_CUDA_SKINNY_UNROLL == 2 || HP_CUDA_SKINNY_UNROLL == 4 || HP_CUDA_SKINNY_UNROLL == 8,
               "skinny_unroll: 1, 2, 4 or 8 (whole rows per copy pass)");
+static_assert(HP_CUDA_SKINNY_TARGET_BLOCKS_8 >= 1, "skinny_target_blocks_8: positive");
 static_assert(HP_CUDA_SKINNY_TARGET_BLOCKS >= 1, "skinny_target_blocks: positive");
 static_assert(HP_CUDA_SKINNY_WGMMA_MIN_TOKENS >= 0, "skinny_wgmma_min_tokens: 0 (never) or a token count");
 static_assert((HP_CUDA_SKINNY_WGMMA_STAGES_8 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_8 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_8 <= 8)) &&
