@@ -1,9 +1,18 @@
 // CUPTI kernel records through dlopen: see cupti_trace.h.
 #include "cupti_trace.h"
 
+#if HOTPASS_HAVE_CUPTI
+#include <cupti_version.h>
+#if !defined(CUPTI_API_VERSION) || CUPTI_API_VERSION < 130000  // CUpti_ActivityKernel10, libcupti.so.13
+#undef HOTPASS_HAVE_CUPTI
+#endif
+#endif
+
 #if !HOTPASS_HAVE_CUPTI
 namespace hp::bench_timeline {
-Result<std::unique_ptr<KernelTrace>> KernelTrace::begin() { return Error{"built without CUPTI's headers (cupti.h was not in the CUDA toolkit)"}; }
+Result<std::unique_ptr<KernelTrace>> KernelTrace::begin() {
+    return Error{"built without CUPTI 13's headers (cupti.h of CUDA 13 was not found with the CUDA toolkit)"};
+}
 Result<std::vector<KernelRecord>> KernelTrace::end() { return Error{"built without CUPTI"}; }
 KernelTrace::~KernelTrace() = default;
 }  // namespace hp::bench_timeline
@@ -44,8 +53,10 @@ bool resolve(void *library, const char *symbol, F &out) {
     return out != nullptr;
 }
 
+// Process-lifetime objects, never destroyed: CUPTI may deliver buffers from its own thread while
+// the process tears CUDA down, after static destructors ran.
 Cupti &cupti() {
-    static Cupti api = [] {
+    static Cupti &api = *new Cupti([] {
         Cupti a;
         for (const char *name : {"libcupti.so.13", "libcupti.so"}) {
             if ((a.library = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
@@ -62,7 +73,7 @@ Cupti &cupti() {
                         resolve(a.library, "cuptiGetResultString", a.result_string);
         if (!ok) a.load_error = "libcupti lacks an activity API entry point (too old?)";
         return a;
-    }();
+    }());
     return api;
 }
 
@@ -70,10 +81,10 @@ Cupti &cupti() {
 struct Collected {
     std::mutex mutex;
     std::vector<KernelRecord> records;
-    size_t dropped = 0;
+    size_t dropped = 0, incomplete = 0;  // incomplete: records without both timestamps
 };
 Collected &collected() {
-    static Collected c;
+    static Collected &c = *new Collected();
     return c;
 }
 
@@ -89,10 +100,15 @@ void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_recor
 void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t *buffer, size_t size, size_t valid_size) {
     const Cupti &api = cupti();
     std::vector<KernelRecord> batch;
+    size_t incomplete = 0;
     CUpti_Activity *record = nullptr;
     while (api.next_record(buffer, valid_size, &record) == CUPTI_SUCCESS) {
         if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
         const auto *kernel = reinterpret_cast<const CUpti_ActivityKernel10 *>(record);
+        if (kernel->start == 0 || kernel->end < kernel->start) {  // a forced flush can hand over unfinished records
+            ++incomplete;
+            continue;
+        }
         KernelRecord out;
         out.mangled_name = kernel->name ? kernel->name : "?";
         out.grid[0] = kernel->gridX;
@@ -110,6 +126,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t *b
     std::lock_guard<std::mutex> lock(c.mutex);
     c.records.insert(c.records.end(), std::make_move_iterator(batch.begin()), std::make_move_iterator(batch.end()));
     c.dropped += dropped;
+    c.incomplete += incomplete;
 }
 
 }  // namespace
@@ -123,7 +140,7 @@ Result<std::unique_ptr<KernelTrace>> KernelTrace::begin() {
         Collected &c = collected();
         std::lock_guard<std::mutex> lock(c.mutex);
         c.records.clear();
-        c.dropped = 0;
+        c.dropped = c.incomplete = 0;
     }
     if (const CUptiResult got = api.activity_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); got != CUPTI_SUCCESS) {
         return error("cuptiActivityEnable(CONCURRENT_KERNEL): {}", api.describe(got));
@@ -145,6 +162,7 @@ Result<std::vector<KernelRecord>> KernelTrace::end() {
     Collected &c = collected();
     std::lock_guard<std::mutex> lock(c.mutex);
     if (c.dropped > 0) return error("CUPTI dropped {} kernel records (its buffers were full): trace fewer replays", c.dropped);
+    if (c.incomplete > 0) return error("CUPTI handed over {} kernel records without both timestamps", c.incomplete);
     return std::move(c.records);
 }
 

@@ -56,7 +56,8 @@ inline std::vector<Placed> place(const std::vector<KernelSpan> &replay) {
     if (order.empty()) return placed;
     uint64_t front = order.front()->start_ns;
     for (const KernelSpan *k : order) {
-        const double lead = double(front) - double(k->start_ns);
+        // In integers first: CUPTI's timestamps are ~1.8e18 ns, where a double's step is 256 ns.
+        const double lead = k->start_ns <= front ? double(front - k->start_ns) : -double(k->start_ns - front);
         const double exposed = k->end_ns > front ? double(k->end_ns - front) : 0.0;
         placed.push_back({k, exposed, lead});
         front = std::max(front, k->end_ns);

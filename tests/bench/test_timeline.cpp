@@ -3,16 +3,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 namespace hp::bench_timeline {
 namespace {
 
-const KindShare *find(const Summary &summary, const std::string &kind) {
+// The kind's share; a kind the summary lacks fails the test (and returns an empty share).
+KindShare find(const Summary &summary, const std::string &kind) {
     for (const KindShare &k : summary.kinds) {
-        if (k.kind == kind) return &k;
+        if (k.kind == kind) return k;
     }
-    return nullptr;
+    ADD_FAILURE() << "no kind " << kind;
+    return {};
 }
 
 TEST(Timeline, SerialChainWithAGap) {
@@ -23,11 +26,11 @@ TEST(Timeline, SerialChainWithAGap) {
     EXPECT_DOUBLE_EQ(s.gap_ms, 0.002);
     ASSERT_EQ(s.kinds.size(), 3u);
     EXPECT_EQ(s.kinds[0].kind, "a");  // largest exposed time first
-    EXPECT_DOUBLE_EQ(find(s, "a")->exposed_ms, 0.010);
-    EXPECT_DOUBLE_EQ(find(s, "b")->exposed_ms, 0.010);  // the gap before it included
-    EXPECT_DOUBLE_EQ(find(s, "b")->mean_lead_us, -2.0);
-    EXPECT_DOUBLE_EQ(find(s, "c")->exposed_ms, 0.005);
-    EXPECT_DOUBLE_EQ(find(s, "c")->mean_lead_us, 0.0);
+    EXPECT_DOUBLE_EQ(find(s, "a").exposed_ms, 0.010);
+    EXPECT_DOUBLE_EQ(find(s, "b").exposed_ms, 0.010);  // the gap before it included
+    EXPECT_DOUBLE_EQ(find(s, "b").mean_lead_us, -2.0);
+    EXPECT_DOUBLE_EQ(find(s, "c").exposed_ms, 0.005);
+    EXPECT_DOUBLE_EQ(find(s, "c").mean_lead_us, 0.0);
 }
 
 TEST(Timeline, EarlyStartsCountOnlyWhatExtendsTheStep) {
@@ -36,13 +39,13 @@ TEST(Timeline, EarlyStartsCountOnlyWhatExtendsTheStep) {
     const Summary s = summarize({{{"d", 14000, 17000}, {"b", 4000, 15000}, {"a", 0, 10000}, {"c", 5000, 9000}}});
     EXPECT_DOUBLE_EQ(s.span_ms_median, 0.017);
     EXPECT_DOUBLE_EQ(s.gap_ms, 0.0);
-    EXPECT_DOUBLE_EQ(find(s, "b")->exposed_ms, 0.005);
-    EXPECT_DOUBLE_EQ(find(s, "b")->mean_lead_us, 6.0);
-    EXPECT_DOUBLE_EQ(find(s, "b")->mean_us, 11.0);
-    EXPECT_DOUBLE_EQ(find(s, "c")->exposed_ms, 0.0);
-    EXPECT_DOUBLE_EQ(find(s, "c")->mean_lead_us, 10.0);  // front 15 (b's end) against its start 5
-    EXPECT_DOUBLE_EQ(find(s, "d")->exposed_ms, 0.002);
-    EXPECT_DOUBLE_EQ(find(s, "d")->mean_lead_us, 1.0);
+    EXPECT_DOUBLE_EQ(find(s, "b").exposed_ms, 0.005);
+    EXPECT_DOUBLE_EQ(find(s, "b").mean_lead_us, 6.0);
+    EXPECT_DOUBLE_EQ(find(s, "b").mean_us, 11.0);
+    EXPECT_DOUBLE_EQ(find(s, "c").exposed_ms, 0.0);
+    EXPECT_DOUBLE_EQ(find(s, "c").mean_lead_us, 10.0);  // front 15 (b's end) against its start 5
+    EXPECT_DOUBLE_EQ(find(s, "d").exposed_ms, 0.002);
+    EXPECT_DOUBLE_EQ(find(s, "d").mean_lead_us, 1.0);
 }
 
 TEST(Timeline, KindsAveragedOverReplaysAndLaunches) {
@@ -57,10 +60,20 @@ TEST(Timeline, KindsAveragedOverReplaysAndLaunches) {
     EXPECT_DOUBLE_EQ(s.span_ms_min, 0.009);
     EXPECT_DOUBLE_EQ(s.span_ms_max, 0.013);
     EXPECT_DOUBLE_EQ(s.span_ms_mean, 0.011);
-    EXPECT_EQ(find(s, "g")->launches, 2);
-    EXPECT_DOUBLE_EQ(find(s, "g")->exposed_ms, 0.010);  // (8 + 12) / 2 us
-    EXPECT_DOUBLE_EQ(find(s, "g")->mean_us, 5.0);
-    EXPECT_EQ(find(s, "h")->launches, 1);
+    EXPECT_EQ(find(s, "g").launches, 2);
+    EXPECT_DOUBLE_EQ(find(s, "g").exposed_ms, 0.010);  // (8 + 12) / 2 us
+    EXPECT_DOUBLE_EQ(find(s, "g").mean_us, 5.0);
+    EXPECT_EQ(find(s, "h").launches, 1);
+}
+
+TEST(Timeline, LeadsExactAtCuptiTimestampMagnitudes) {
+    // CUPTI's timestamps are ~1.8e18 ns (CLOCK_REALTIME): one ns of lead must survive.
+    const uint64_t base = 1764556800000000000ull;
+    const Summary s = summarize({{{"a", base, base + 10001}, {"b", base + 10000, base + 20000}, {"c", base + 20003, base + 20004}}});
+    EXPECT_DOUBLE_EQ(find(s, "b").mean_lead_us, 0.001);
+    EXPECT_DOUBLE_EQ(find(s, "c").mean_lead_us, -0.003);
+    EXPECT_DOUBLE_EQ(s.gap_ms, 3e-6);
+    EXPECT_DOUBLE_EQ(s.span_ms_median, 0.020004);
 }
 
 TEST(Timeline, ExposedTimesSumToTheSpanOfRandomSteps) {
@@ -85,6 +98,19 @@ TEST(Timeline, ExposedTimesSumToTheSpanOfRandomSteps) {
         }
         ASSERT_NEAR(exposed, double(last - first) * 1e-6, 1e-9) << "trial " << trial;
         EXPECT_DOUBLE_EQ(s.span_ms_median, double(last - first) * 1e-6);
+        // The gaps are the span less the time some kernel ran (the union of the intervals).
+        std::vector<KernelSpan> sorted = replay;
+        std::sort(sorted.begin(), sorted.end(), [](const KernelSpan &a, const KernelSpan &b) { return a.start_ns < b.start_ns; });
+        uint64_t covered = 0, run_start = sorted.front().start_ns, run_end = sorted.front().end_ns;
+        for (const KernelSpan &k : sorted) {
+            if (k.start_ns > run_end) {
+                covered += run_end - run_start;
+                run_start = k.start_ns;
+            }
+            run_end = std::max(run_end, k.end_ns);
+        }
+        covered += run_end - run_start;
+        EXPECT_NEAR(s.gap_ms, double(last - first - covered) * 1e-6, 1e-9) << "trial " << trial;
     }
 }
 

@@ -100,9 +100,9 @@ struct FdShared {
     float weight[kFdMaxSplit][G];
     float total[G];  // the last block's sum over splits of weight * l, per head
     bool last;
-    // The block's split combined over its warps (attn_fd_cluster: the cluster's blocks read it).
+    // attn_fd_cluster: the block's split combined over its warps, read by the cluster's blocks (its
+    // acc in acc[0], which the combination overwrites in place).
     float block_m[G], block_l[G];
-    float block_acc[G][D];
 };
 
 // Whether token t is alone in its sequence (sequence t): then only its own position's K/V row is
@@ -127,48 +127,52 @@ __device__ inline int64_t paged_row(const DecodeAttentionParams &p, const int32_
 }
 
 // attn_fd_cluster: the splits of (t, g) are the blocks of one cluster (rank = split), each holding
-// its split's (max, sum, acc) in shared memory. After a cluster barrier, block `split` adds the
-// splits for its share of the group's outputs, reading the others' shared memory (all n_split
-// values of an output are loaded at once, then added in split order: the same arithmetic as the
-// last block's reduction through `partial`), and a second barrier keeps every block's shared memory
-// until the others are done with it.
+// its split's (max, sum, acc) in shared memory. After a cluster barrier every block computes the
+// splits' weights and their total per head as the last block of the other path does (lane s takes
+// split s, warp reductions in the same order), then adds the splits in split order for its share of
+// the group's outputs, reading the others' acc (all n_split values of an output loaded at once): the
+// same arithmetic, so the same bits. A second barrier keeps every block's shared memory until the
+// others are done with it.
 template <int D, int G, int W>
 __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, int head0, int split, FdShared<D, G, W> &sh,
                                          __nv_bfloat16 *out) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int n_split = p.n_split, n_out = p.group * D, share = (n_out + n_split - 1) / n_split;
     cluster.sync();  // every split's state is in its block's shared memory
-    const FdShared<D, G, W> *rank[kFdMaxCluster];
+    for (int h = warp; h < p.group; h += W) {
+        float ms = -INFINITY, ls = 0.0f;
+        if (lane < n_split) {
+            const FdShared<D, G, W> *other = cluster.map_shared_rank(&sh, lane);
+            ms = other->block_m[h];
+            ls = other->block_l[h];
+        }
+        float m_max = ms;
+        for (int offset = 16; offset > 0; offset /= 2) m_max = fmaxf(m_max, __shfl_xor_sync(0xffffffffu, m_max, offset));
+        const float weight = lane < n_split && ms != -INFINITY ? exp2f(ms - m_max) : 0.0f;
+        float total = 0.0f;
+        if (lane < n_split) total += weight * ls;
+        for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+        if (lane < n_split) sh.weight[lane][h] = weight;
+        if (lane == 0) sh.total[h] = total;
+    }
+    __syncthreads();
+    const float *rank_acc[kFdMaxCluster];
 #pragma unroll
-    for (int s = 0; s < kFdMaxCluster; ++s) rank[s] = s < n_split ? cluster.map_shared_rank(&sh, s) : &sh;
+    for (int s = 0; s < kFdMaxCluster; ++s) rank_acc[s] = &(s < n_split ? cluster.map_shared_rank(&sh, s) : &sh)->acc[0][0][0];
     const int end = min(n_out, (split + 1) * share);
     for (int o = split * share + int(threadIdx.x); o < end; o += W * 32) {
-        const int h = o / D, i = o % D;
-        float m[kFdMaxCluster], l[kFdMaxCluster], acc[kFdMaxCluster];
+        const int h = o / D;
+        float acc[kFdMaxCluster];
+#pragma unroll
+        for (int s = 0; s < kFdMaxCluster; ++s) acc[s] = s < n_split ? rank_acc[s][o] : 0.0f;
+        float value = 0.0f;
 #pragma unroll
         for (int s = 0; s < kFdMaxCluster; ++s) {
-            if (s < n_split) {
-                m[s] = rank[s]->block_m[h];
-                l[s] = rank[s]->block_l[h];
-                acc[s] = rank[s]->block_acc[h][i];
-            }
+            if (s < n_split) value += sh.weight[s][h] * acc[s];
         }
-        float m_max = -INFINITY;
-#pragma unroll
-        for (int s = 0; s < kFdMaxCluster; ++s) {
-            if (s < n_split) m_max = fmaxf(m_max, m[s]);
-        }
-        float total = 0.0f, value = 0.0f;
-#pragma unroll
-        for (int s = 0; s < kFdMaxCluster; ++s) {
-            if (s < n_split) {
-                const float weight = m[s] == -INFINITY ? 0.0f : exp2f(m[s] - m_max);
-                total += weight * l[s];
-                value += weight * acc[s];
-            }
-        }
-        out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / total);
+        out[(int64_t(t) * p.n_head + head0 + h) * D + o % D] = __float2bfloat16_rn(value / sh.total[h]);
     }
     cluster.sync();  // the other blocks may still be reading this block's shared memory
 }
@@ -203,7 +207,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
                 sh.block_m[h] = m_max;
                 sh.block_l[h] = sum;
             }
-            sh.block_acc[h][i] = value;
+            sh.acc[0][h][i] = value;  // only this thread reads element (h, i) of the warps' acc
             continue;
         }
         float *row = partial + ((int64_t(t) * p.n_head + head0 + h) * p.n_split + split) * partial_row;
@@ -484,9 +488,9 @@ bool fd_cluster_schedulable(void (*kernel)(Params...), int n_split, int warps) {
     config.attrs = &cluster;
     config.numAttrs = 1;
     int clusters = 0;
-    const bool ok = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
-    if (!ok) cudaGetLastError();  // a refused size leaves no error behind: the caller takes the other path
-    return known[key] = ok;
+    const cudaError_t asked = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+    if (asked != cudaSuccess) cudaGetLastError();  // a refused size leaves no error behind: the caller takes the other path
+    return known[key] = asked == cudaSuccess && clusters > 0;
 }
 
 // Launches a decode_attention_kernel variant for p.n_split splits: grid (kv head, token, split), or
@@ -496,7 +500,7 @@ template <bool CLUSTER, typename... Params, typename... Args>
 bool launch_decode_attention_kernel(void (*kernel)(Params...), int n_head_kv, int n_token, int n_split, int warps, cudaStream_t stream,
                                     Args &&...args) {
     if constexpr (CLUSTER) {
-        if (!fd_cluster_schedulable(kernel, n_split, warps)) return false;
+        if (n_split < 2 || n_split > kFdMaxCluster || !fd_cluster_schedulable(kernel, n_split, warps)) return false;
         hp_cuda_gemv::launch_pdl_clustered(kernel, dim3(n_split, n_head_kv, n_token), dim3(warps * 32), 0, unsigned(n_split), stream,
                                            std::forward<Args>(args)...);
     } else {

@@ -618,11 +618,8 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     const bool mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && batch.n_token >= mma_min_tokens;
     const bool small = !mma && batch.n_token <= HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS;
     const int warps = small ? kFdSmallWarps : kFdWarps;
-    // attn_fd_cluster: small steps' splits are at most one cluster's blocks.
-    const bool cluster = small && HP_CUDA_ATTN_FD_CLUSTER >= 2;
-    const int max_split = int(kTokenSplits / size_t(batch.n_token));
-    p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions,
-                                        cluster ? std::min(max_split, HP_CUDA_ATTN_FD_CLUSTER) : max_split, warps);
+    p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)), warps);
+    const bool cluster = small && fd_cluster(p.n_split);  // attn_fd_cluster: a small step's splits fit one cluster
     p.seq_token_start = batch.n_token == batch.n_seq ? batch.seq_token_start : nullptr;  // tokens may be alone in their sequences
     if (state.prefetch_step) p.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
     const dim3 grid(c.n_head_kv, batch.n_token, p.n_split), block(warps * 32);
@@ -659,7 +656,7 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                 // attn_fd_cluster: a small step's splits as one cluster where the device schedules
                 // such clusters (kernels compiled only with the knob on), else the last-block reduction.
                 if constexpr (HP_CUDA_ATTN_FD_CLUSTER >= 2) {
-                    if (cluster && fd_cluster(p.n_split) && for_cluster(std::true_type{})) return;
+                    if (cluster && for_cluster(std::true_type{})) return;
                 }
                 for_cluster(std::false_type{});
             };

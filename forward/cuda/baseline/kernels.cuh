@@ -20,7 +20,7 @@
 namespace hp_cuda_baseline {
 
 constexpr int kMaxGroup = 8;     // query heads per kv head handled by one attention block
-constexpr int kMaxHeadDim = 256; // d_head limit of the attention and rope kernels
+constexpr int kMaxHeadDim = 256; // d_head limit of the attention and rope kernels (head_kernel: one thread per element)
 
 __device__ inline float load(hp_dtype dtype, const void *data, int64_t i) {
     switch (dtype) {
@@ -127,7 +127,8 @@ __global__ void head_kernel(HeadParams p, float *q, const float *k, const float 
     __shared__ float v_head[kMaxHeadDim];
     hp_cuda_gemv::launch_dependents();
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
-    // Thread i holds element i of the head (d_head <= kMaxHeadDim <= the block's threads).
+    // Thread i holds element i of the head: the launch gives min(256, d_head rounded up to 32) threads
+    // and create() refuses d_head > kMaxHeadDim (256).
     const int hh = blockIdx.x, t = blockIdx.y, d = p.d_head, half = d / 2, i = threadIdx.x;
     const bool is_q = hh < p.n_head, mine = i < d;
     const int h = is_q ? hh : hh - p.n_head;
