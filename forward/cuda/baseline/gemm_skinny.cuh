@@ -557,7 +557,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
 // all row blocks, keeping four chunks per block on average (the last blocks of a cluster may get
 // fewer, or none). `target`: skinny_target_blocks_8 for launches of up to 8 tokens, else
 // skinny_target_blocks.
-inline int skinny_cluster_size(int row_blocks, int n_in, int target = HP_CUDA_SKINNY_TARGET_BLOCKS) {
+inline int skinny_cluster_size(int row_blocks, int n_in, int target) {
     const int n_kc = (n_in + kSkinnyChunk - 1) / kSkinnyChunk;
     int size = 1;
     while (size < 8 && row_blocks * size < target && 4 * size <= n_kc) size *= 2;
