@@ -622,11 +622,13 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     const bool cluster = small && fd_cluster(p.n_split);  // attn_fd_cluster: a small step's splits fit one cluster
     p.seq_token_start = batch.n_token == batch.n_seq ? batch.seq_token_start : nullptr;  // tokens may be alone in their sequences
     if (state.prefetch_step) p.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
-    const dim3 grid(c.n_head_kv, batch.n_token, p.n_split), block(warps * 32);
-    auto launch = [&](auto kernel) {
-        hp_cuda_gemv::launch_pdl(kernel, grid, block, 0, state.stream, p, static_cast<const float *>(state.act.q), batch.positions,
-                                 static_cast<const int32_t *>(state.act.token_seq), batch.block_tables, static_cast<const void *>(kv.k[layer]),
-                                 static_cast<const void *>(kv.v[layer]), state.partial, state.attn_counters, state.act.attn);
+    // Launches `kernel` in blocks of n_warps warps, with `cluster` (std::true_type) as clusters of the
+    // splits: false where the device cannot schedule those (nothing launched).
+    auto launch = [&](auto cluster, auto kernel, int n_warps) {
+        return launch_decode_attention_kernel<decltype(cluster)::value>(
+            kernel, c.n_head_kv, batch.n_token, p.n_split, n_warps, state.stream, p, static_cast<const float *>(state.act.q), batch.positions,
+            static_cast<const int32_t *>(state.act.token_seq), batch.block_tables, static_cast<const void *>(kv.k[layer]),
+            static_cast<const void *>(kv.v[layer]), state.partial, state.attn_counters, state.act.attn);
     };
     if constexpr (KV != HP_DTYPE_F32) {
         auto for_head = [&](auto d_head) {
@@ -634,8 +636,8 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
             const bool prefetch = batch.n_token <= HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS;
             if constexpr (HP_CUDA_ATTN_KERNEL == 2 && D >= 64) {
                 if (mma) {
-                    if (group <= 4) launch(prefetch ? decode_attention_mma_kernel<KV, D, 4, true> : decode_attention_mma_kernel<KV, D, 4, false>);
-                    else launch(prefetch ? decode_attention_mma_kernel<KV, D, kMaxGroup, true> : decode_attention_mma_kernel<KV, D, kMaxGroup, false>);
+                    if (group <= 4) launch(std::false_type{}, prefetch ? decode_attention_mma_kernel<KV, D, 4, true> : decode_attention_mma_kernel<KV, D, 4, false>, kFdWarps);
+                    else launch(std::false_type{}, prefetch ? decode_attention_mma_kernel<KV, D, kMaxGroup, true> : decode_attention_mma_kernel<KV, D, kMaxGroup, false>, kFdWarps);
                     return;
                 }
             }
@@ -643,15 +645,8 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                 constexpr int W = decltype(n_warps)::value;
                 auto for_cluster = [&](auto cluster) {
                     constexpr bool C = decltype(cluster)::value;
-                    auto run = [&](auto kernel) {
-                        return launch_decode_attention_kernel<C>(kernel, c.n_head_kv, batch.n_token, p.n_split, W, state.stream, p,
-                                                          static_cast<const float *>(state.act.q), batch.positions,
-                                                          static_cast<const int32_t *>(state.act.token_seq), batch.block_tables,
-                                                          static_cast<const void *>(kv.k[layer]), static_cast<const void *>(kv.v[layer]),
-                                                          state.partial, state.attn_counters, state.act.attn);
-                    };
-                    if (group <= 4) return run(prefetch ? decode_attention_kernel<KV, D, 4, true, W, C> : decode_attention_kernel<KV, D, 4, false, W, C>);
-                    return run(prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true, W, C> : decode_attention_kernel<KV, D, kMaxGroup, false, W, C>);
+                    if (group <= 4) return launch(cluster, prefetch ? decode_attention_kernel<KV, D, 4, true, W, C> : decode_attention_kernel<KV, D, 4, false, W, C>, W);
+                    return launch(cluster, prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true, W, C> : decode_attention_kernel<KV, D, kMaxGroup, false, W, C>, W);
                 };
                 // attn_fd_cluster: a small step's splits as one cluster where the device schedules
                 // such clusters (kernels compiled only with the knob on), else the last-block reduction.

@@ -145,8 +145,8 @@ __global__ void head_kernel(HeadParams p, float *q, const float *k, const float 
     hp_cuda_gemv::wait_for_previous_grid();
     const float *src = is_q ? q + (int64_t(t) * p.n_head + h) * d : k + (int64_t(t) * p.n_head_kv + h) * d;
     if (mine) {
-        head[i] = src[i] + (bias ? bias_i : 0.0f);
-        if (!is_q) v_head[i] = v[(int64_t(t) * p.n_head_kv + h) * d + i] + (p.bv ? v_bias_i : 0.0f);
+        head[i] = src[i] + bias_i;  // 0 without a bias, as before
+        if (!is_q) v_head[i] = v[(int64_t(t) * p.n_head_kv + h) * d + i] + v_bias_i;
     }
     __syncthreads();
     if (norm) {
@@ -174,7 +174,7 @@ __global__ void head_kernel(HeadParams p, float *q, const float *k, const float 
     const int32_t *table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
     const int64_t offset = (int64_t(table[position / p.block_tokens]) * p.block_tokens + position % p.block_tokens) * p.n_head_kv * d +
                            int64_t(h) * d;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    if (mine) {
         store_as<KV>(k_cache, offset + i, head[i]);
         store_as<KV>(v_cache, offset + i, v_head[i]);
     }
