@@ -445,6 +445,99 @@ void run_case(const Case &c, uint32_t seed) {
     EXPECT_EQ(std::memcmp(again.data(), got_x.data(), again.size() * sizeof(float)), 0) << "second run differs";
 }
 
+// route_token's picks of one row of logits, by one warp.
+__global__ void route_token_kernel(const float *logits, int n_expert, int k, int *expert, float *weight, float *total) {
+    const float sum = moe::route_token<4>(logits, n_expert, k, [&](int slot, int e, float prob) {
+        expert[slot] = e;
+        weight[slot] = prob;
+    });
+    if (threadIdx.x == 0) *total = sum;
+}
+
+// The top-k of the routing (route_token: every routing kernel's) on rows built to tie exactly: equal
+// logits give bit-equal probabilities, which must go to the lower expert (torch.topk), across lanes
+// and within one; -inf logits (probability 0) are picked once no positive one is left, lowest first;
+// a NaN or +inf logit makes every probability NaN, and the picks must still be k distinct experts
+// below n_expert (NaN weights, no index past the expert tables). Host reference in float64.
+TEST(CudaMoe, RouteTokenTopKTiesAndNonFinite) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    struct RouteCase {
+        const char *name;
+        std::vector<float> logits;
+        int k;
+    };
+    std::vector<RouteCase> cases;
+    std::mt19937 rng(20261201);
+    {  // 128 experts on a ladder of 16 values (steps of 0.25), 8 experts per value, shuffled
+        std::vector<float> l(128);
+        for (int e = 0; e < 128; ++e) l[size_t(e)] = 0.25f * float(e % 16);
+        std::shuffle(l.begin(), l.end(), rng);
+        cases.push_back({"ladder of ties", l, 8});
+        cases.push_back({"ladder of ties, top-k every expert", l, 128});
+    }
+    cases.push_back({"all equal", std::vector<float>(128, 1.5f), 8});
+    {  // 100 experts (the last 28 lanes of the fourth column empty); the maximum at 3, 35, 67 and 99 (one lane)
+        std::vector<float> l(100);
+        for (int e = 0; e < 100; ++e) l[size_t(e)] = -0.05f * float(e);
+        for (int e : {3, 35, 67, 99}) l[size_t(e)] = 2.0f;
+        l[40] = l[72] = 1.0f;  // a second tie in one lane (8), its columns 1 and 2
+        cases.push_back({"ties within a lane", l, 8});
+    }
+    {  // 16 experts, 12 at -inf: the 4 finite first, then probability 0 by index
+        std::vector<float> l(16, -INFINITY);
+        l[9] = 0.5f;
+        l[2] = 1.0f;
+        l[14] = 0.5f;
+        l[6] = -3.0f;
+        cases.push_back({"-inf logits", l, 8});
+    }
+    {
+        std::vector<float> l(128);
+        for (int e = 0; e < 128; ++e) l[size_t(e)] = 0.1f * float((e * 37) % 128);
+        cases.push_back({"distinct", l, 8});
+        l[77] = NAN;
+        cases.push_back({"a NaN logit", l, 8});
+        l[77] = INFINITY;
+        cases.push_back({"a +inf logit", l, 8});
+    }
+    for (const RouteCase &c : cases) {
+        SCOPED_TRACE(c.name);
+        const int n_expert = int(c.logits.size()), k = c.k;
+        DeviceArena arena;
+        const float *logits = arena.upload(c.logits);
+        int *expert = arena.filled<int>(size_t(k), -7);
+        float *weight = arena.filled<float>(size_t(k), -7.0f);
+        float *total = arena.filled<float>(1, -7.0f);
+        for (void *ptr : arena.ptrs) ASSERT_NE(ptr, nullptr);
+        route_token_kernel<<<1, 32>>>(logits, n_expert, k, expert, weight, total);
+        CHECK_CUDA(cudaGetLastError());
+        CHECK_CUDA(cudaDeviceSynchronize());
+        std::vector<int> got_e(static_cast<size_t>(k));
+        std::vector<float> got_w(static_cast<size_t>(k));
+        CHECK_CUDA(cudaMemcpy(got_e.data(), expert, got_e.size() * sizeof(int), cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(got_w.data(), weight, got_w.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        const bool non_finite = std::any_of(c.logits.begin(), c.logits.end(), [](float l) { return std::isnan(l) || l == INFINITY; });
+        if (non_finite) {  // every probability NaN: the first k experts, NaN weights
+            for (int slot = 0; slot < k; ++slot) {
+                EXPECT_EQ(got_e[size_t(slot)], slot) << "slot " << slot;
+                EXPECT_TRUE(std::isnan(got_w[size_t(slot)])) << "slot " << slot;
+            }
+            continue;
+        }
+        double max_logit = -INFINITY, sum = 0.0;
+        for (float l : c.logits) max_logit = std::max(max_logit, double(l));
+        std::vector<double> prob(static_cast<size_t>(n_expert));
+        for (int e = 0; e < n_expert; ++e) sum += prob[size_t(e)] = std::exp(double(c.logits[size_t(e)]) - max_logit);
+        std::vector<int> order(static_cast<size_t>(n_expert));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[size_t(a)] > prob[size_t(b)]; });
+        for (int slot = 0; slot < k; ++slot) {
+            EXPECT_EQ(got_e[size_t(slot)], order[size_t(slot)]) << "slot " << slot;
+            EXPECT_NEAR(got_w[size_t(slot)], prob[size_t(order[size_t(slot)])] / sum, 1e-6) << "slot " << slot;
+        }
+    }
+}
+
 TEST(CudaMoe, GroupedExpertsMatchHostMath) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     const std::vector<Case> cases = {

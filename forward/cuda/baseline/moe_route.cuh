@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "gemv.cuh"
@@ -47,18 +48,15 @@ struct RouteParams {
     Routing routing;
 };
 
-// (value, index) of the larger, ties to the lower index.
-__device__ inline void arg_max(float &value, int &index, float other_value, int other_index) {
-    if (other_value > value || (other_value == value && other_index < index)) {
-        value = other_value;
-        index = other_index;
-    }
-}
-
 // One token's routing by one warp: softmax over the router logits `row` (probabilities held
 // PER_LANE per lane, 32 * PER_LANE >= n_expert), then k arg-max rounds (ties to the lower index, as
 // torch.topk). Lane 0 calls pick(slot, expert, probability) per slot, in slot order; returns the sum
 // of the chosen probabilities (every lane).
+// A round is two warp reductions in hardware (redux.sync): the largest key, then the lowest expert
+// holding it. A probability's key is its bit pattern, which orders non-negative floats as their
+// values; a NaN probability (from a NaN logit) keys -1, below every number, so it is picked only
+// when no number is left, lowest expert first; experts past n_expert and those taken key INT_MIN,
+// never picked. So every pick is a distinct expert below n_expert whatever the logits.
 template <int PER_LANE, typename Pick>
 __device__ inline float route_token(const float *row, int n_expert, int k, Pick &&pick) {
     const int lane = threadIdx.x % 32;
@@ -78,23 +76,32 @@ __device__ inline float route_token(const float *row, int n_expert, int k, Pick 
         total += prob[j];
     }
     for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+    constexpr int kGone = INT_MIN;  // past n_expert, or taken
+    int key[PER_LANE];
 #pragma unroll
-    for (int j = 0; j < PER_LANE; ++j) prob[j] = lane + 32 * j < n_expert ? prob[j] / total : -1.0f;  // -1: not choosable
+    for (int j = 0; j < PER_LANE; ++j) {
+        const float p = prob[j] / total;
+        key[j] = lane + 32 * j >= n_expert ? kGone : p >= 0.0f ? __float_as_int(p) : -1;
+    }
     float chosen_total = 0.0f;
     for (int slot = 0; slot < k; ++slot) {
-        float best = -1.0f;
-        int best_e = 0x7fffffff;
-#pragma unroll
-        for (int j = 0; j < PER_LANE; ++j) arg_max(best, best_e, prob[j], lane + 32 * j);
-        for (int offset = 16; offset > 0; offset /= 2) {
-            arg_max(best, best_e, __shfl_xor_sync(0xffffffffu, best, offset), __shfl_xor_sync(0xffffffffu, best_e, offset));
-        }
+        int lane_key = kGone, lane_e = 0;  // this lane's best: its first (lowest) expert of the largest key
 #pragma unroll
         for (int j = 0; j < PER_LANE; ++j) {
-            if (lane + 32 * j == best_e) prob[j] = -1.0f;  // taken
+            if (key[j] > lane_key) {
+                lane_key = key[j];
+                lane_e = lane + 32 * j;
+            }
         }
-        chosen_total += best;
-        if (lane == 0) pick(slot, best_e, best);
+        const int best = __reduce_max_sync(0xffffffffu, lane_key);
+        const int best_e = int(__reduce_min_sync(0xffffffffu, lane_key == best && best != kGone ? unsigned(lane_e) : 0xffffffffu));
+#pragma unroll
+        for (int j = 0; j < PER_LANE; ++j) {
+            if (lane + 32 * j == best_e) key[j] = kGone;
+        }
+        const float chosen = best >= 0 ? __int_as_float(best) : NAN;
+        chosen_total += chosen;
+        if (lane == 0) pick(slot, best_e, chosen);
     }
     return chosen_total;
 }
