@@ -445,9 +445,10 @@ void run_case(const Case &c, uint32_t seed) {
     EXPECT_EQ(std::memcmp(again.data(), got_x.data(), again.size() * sizeof(float)), 0) << "second run differs";
 }
 
-// route_token's picks of one row of logits, by one warp.
+// route_token's picks of one row of logits, by one warp (PER_LANE probabilities per lane).
+template <int PER_LANE>
 __global__ void route_token_kernel(const float *logits, int n_expert, int k, int *expert, float *weight, float *total) {
-    const float sum = moe::route_token<4>(logits, n_expert, k, [&](int slot, int e, float prob) {
+    const float sum = moe::route_token<PER_LANE>(logits, n_expert, k, [&](int slot, int e, float prob) {
         expert[slot] = e;
         weight[slot] = prob;
     });
@@ -457,8 +458,10 @@ __global__ void route_token_kernel(const float *logits, int n_expert, int k, int
 // The top-k of the routing (route_token: every routing kernel's) on rows built to tie exactly: equal
 // logits give bit-equal probabilities, which must go to the lower expert (torch.topk), across lanes
 // and within one; -inf logits (probability 0) are picked once no positive one is left, lowest first;
-// a NaN or +inf logit makes every probability NaN, and the picks must still be k distinct experts
-// below n_expert (NaN weights, no index past the expert tables). Host reference in float64.
+// a NaN or +inf logit, or logits all -inf, make every probability NaN, and the picks must still be
+// k distinct experts below n_expert (experts 0..k-1, NaN weights, no index past the expert tables,
+// padding lanes included). 20, 100..128 and 500 experts: 1, 4 and 16 probabilities per lane. Host
+// reference in float64.
 TEST(CudaMoe, RouteTokenTopKTiesAndNonFinite) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     struct RouteCase {
@@ -490,6 +493,22 @@ TEST(CudaMoe, RouteTokenTopKTiesAndNonFinite) {
         l[14] = 0.5f;
         l[6] = -3.0f;
         cases.push_back({"-inf logits", l, 8});
+        cases.push_back({"-inf logits, top-k every expert", l, 16});
+        cases.push_back({"all -inf", std::vector<float>(16, -INFINITY), 4});
+    }
+    {  // 100 experts (padding lanes past n_expert) with a NaN logit: picks 0..7, never a padding lane
+        std::vector<float> l(100);
+        for (int e = 0; e < 100; ++e) l[size_t(e)] = 0.01f * float((e * 13) % 100);
+        l[99] = NAN;
+        cases.push_back({"a NaN logit, 100 experts", l, 8});
+    }
+    {  // one probability per lane (20 experts), and sixteen (500 experts), with ties across columns
+        std::vector<float> small(20), large(500);
+        for (int e = 0; e < 20; ++e) small[size_t(e)] = 0.5f * float(e % 7);
+        for (int e = 0; e < 500; ++e) large[size_t(e)] = 0.125f * float((e * 7) % 61);
+        cases.push_back({"20 experts", small, 5});
+        cases.push_back({"500 experts", large, 12});
+        cases.push_back({"500 experts, top-k 64", large, 64});
     }
     {
         std::vector<float> l(128);
@@ -509,19 +528,30 @@ TEST(CudaMoe, RouteTokenTopKTiesAndNonFinite) {
         float *weight = arena.filled<float>(size_t(k), -7.0f);
         float *total = arena.filled<float>(1, -7.0f);
         for (void *ptr : arena.ptrs) ASSERT_NE(ptr, nullptr);
-        route_token_kernel<<<1, 32>>>(logits, n_expert, k, expert, weight, total);
+        ASSERT_LE(n_expert, 512);
+        if (n_expert <= 32) {
+            route_token_kernel<1><<<1, 32>>>(logits, n_expert, k, expert, weight, total);
+        } else if (n_expert <= 128) {
+            route_token_kernel<4><<<1, 32>>>(logits, n_expert, k, expert, weight, total);
+        } else {
+            route_token_kernel<16><<<1, 32>>>(logits, n_expert, k, expert, weight, total);
+        }
         CHECK_CUDA(cudaGetLastError());
         CHECK_CUDA(cudaDeviceSynchronize());
         std::vector<int> got_e(static_cast<size_t>(k));
         std::vector<float> got_w(static_cast<size_t>(k));
         CHECK_CUDA(cudaMemcpy(got_e.data(), expert, got_e.size() * sizeof(int), cudaMemcpyDeviceToHost));
         CHECK_CUDA(cudaMemcpy(got_w.data(), weight, got_w.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        const bool non_finite = std::any_of(c.logits.begin(), c.logits.end(), [](float l) { return std::isnan(l) || l == INFINITY; });
-        if (non_finite) {  // every probability NaN: the first k experts, NaN weights
+        float got_total = 0.0f;
+        CHECK_CUDA(cudaMemcpy(&got_total, total, sizeof(float), cudaMemcpyDeviceToHost));
+        const bool nan_or_inf = std::any_of(c.logits.begin(), c.logits.end(), [](float l) { return std::isnan(l) || l == INFINITY; });
+        const bool no_finite_max = std::all_of(c.logits.begin(), c.logits.end(), [](float l) { return l == -INFINITY; });
+        if (nan_or_inf || no_finite_max) {  // every probability NaN: the first k experts, NaN weights
             for (int slot = 0; slot < k; ++slot) {
                 EXPECT_EQ(got_e[size_t(slot)], slot) << "slot " << slot;
                 EXPECT_TRUE(std::isnan(got_w[size_t(slot)])) << "slot " << slot;
             }
+            EXPECT_TRUE(std::isnan(got_total));
             continue;
         }
         double max_logit = -INFINITY, sum = 0.0;
@@ -531,10 +561,13 @@ TEST(CudaMoe, RouteTokenTopKTiesAndNonFinite) {
         std::vector<int> order(static_cast<size_t>(n_expert));
         std::iota(order.begin(), order.end(), 0);
         std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[size_t(a)] > prob[size_t(b)]; });
+        double expected_total = 0.0;
         for (int slot = 0; slot < k; ++slot) {
             EXPECT_EQ(got_e[size_t(slot)], order[size_t(slot)]) << "slot " << slot;
             EXPECT_NEAR(got_w[size_t(slot)], prob[size_t(order[size_t(slot)])] / sum, 1e-6) << "slot " << slot;
+            expected_total += prob[size_t(order[size_t(slot)])] / sum;
         }
+        EXPECT_NEAR(got_total, expected_total, 1e-5) << "sum of the chosen probabilities";
     }
 }
 

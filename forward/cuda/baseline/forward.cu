@@ -534,6 +534,7 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
         c.n_head / c.n_head_kv > kMaxGroup) {
         return HP_ERR_UNSUPPORTED;
     }
+    if (c.n_expert > 0 && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert)) return HP_ERR_UNSUPPORTED;  // routing needs 1 <= k <= n_expert
     auto *state = new (std::nothrow) BaselineState{model, *services, static_cast<cudaStream_t>(services->stream)};
     if (!state) return HP_ERR_OUT_OF_MEMORY;
     auto fail = [&](int code) {

@@ -52,11 +52,14 @@ struct RouteParams {
 // PER_LANE per lane, 32 * PER_LANE >= n_expert), then k arg-max rounds (ties to the lower index, as
 // torch.topk). Lane 0 calls pick(slot, expert, probability) per slot, in slot order; returns the sum
 // of the chosen probabilities (every lane).
+// Precondition: 1 <= k <= n_expert (baseline_create refuses other configs).
 // A round is two warp reductions in hardware (redux.sync): the largest key, then the lowest expert
 // holding it. A probability's key is its bit pattern, which orders non-negative floats as their
-// values; a NaN probability (from a NaN logit) keys -1, below every number, so it is picked only
-// when no number is left, lowest expert first; experts past n_expert and those taken key INT_MIN,
-// never picked. So every pick is a distinct expert below n_expert whatever the logits.
+// values (a -inf logit's probability is +0 and keys 0; -0 cannot occur); a NaN probability keys -1,
+// below every number; experts past n_expert and those taken key INT_MIN, never picked. So every
+// pick is a distinct expert below n_expert whatever the logits. A NaN or +inf logit, or logits all
+// -inf, make every probability NaN (the softmax's total is NaN), so the picks are experts 0..k-1
+// with NaN weights, which the verifier then rejects.
 template <int PER_LANE, typename Pick>
 __device__ inline float route_token(const float *row, int n_expert, int k, Pick &&pick) {
     const int lane = threadIdx.x % 32;
