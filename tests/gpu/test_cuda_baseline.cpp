@@ -116,6 +116,33 @@ TEST_P(CudaBaselineVsReference, EveryExpertRoutedMatchesStrictly) {
     run_pair(*model, GetParam().kv_dtype, GetParam().preset + " (top-k = all)", false);
 }
 
+// The routing's top-k needs 1 <= k <= n_expert (route_token picks k distinct experts below
+// n_expert). config.json parsing refuses other values, but a model handed to the plugin otherwise
+// must be refused at create, with the ABI's "unsupported", not routed past the expert tables.
+TEST(CudaBaselineConfig, RefusesTopKOutsideTheExperts) {
+    if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    auto model = random_model("tiny-moe");
+    ASSERT_TRUE(model.ok()) << model.error();
+    const int n_expert = model->config.n_expert;
+    for (const int k : {0, n_expert + 1}) {
+        model->config.n_expert_used = k;
+        engine::EngineOptions options;
+        options.device = backend::DeviceKind::cuda;
+        options.forward = "baseline";
+        options.kv.max_tokens = 64;
+        auto engine = engine::Engine::create(*model, options);
+        ASSERT_FALSE(engine.ok()) << "top-k " << k << " of " << n_expert << " experts accepted";
+        EXPECT_NE(engine.error().find("unsupported"), std::string::npos) << engine.error();
+    }
+    model->config.n_expert_used = n_expert;  // the bound itself is taken
+    engine::EngineOptions options;
+    options.device = backend::DeviceKind::cuda;
+    options.forward = "baseline";
+    options.kv.max_tokens = 64;
+    auto engine = engine::Engine::create(*model, options);
+    EXPECT_TRUE(engine.ok()) << engine.error();
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyPresets, CudaBaselineVsReference,
                          testing::Values(PresetCase{"tiny-llama", DType::bf16}, PresetCase{"tiny-llama3", DType::bf16},
                                          PresetCase{"tiny-qwen2", DType::bf16}, PresetCase{"tiny-qwen3", DType::bf16},
