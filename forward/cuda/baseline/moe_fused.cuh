@@ -101,20 +101,32 @@ inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, f
 // Grid-wide barrier of a fully resident grid over a 64-bit counter that only grows (it never wraps):
 // each block adds one (release) and waits (acquire) until the counter reaches the next multiple of
 // the grid, so launches need no reset as long as every launch has the same grid. Writes before the
-// barrier are visible to reads after it.
-__device__ inline void fused_grid_sync(unsigned long long *counter) {
+// barrier are visible to reads after it. In two halves, so that the arriving thread can issue loads
+// between its arrival and its wait (a release orders the thread's earlier loads too, so they could
+// hold back its arrival); the wait is thread 0's acquire loads, then the block's barrier (no fence).
+//   fused_grid_arrive: every thread, after the block's writes; thread 0 arrives and gets the target.
+//   fused_grid_wait:   every thread; thread 0 spins (acquire) until the target, then the block goes on.
+__device__ inline unsigned long long fused_grid_arrive(unsigned long long *counter) {
     __syncthreads();
+    unsigned long long target = 0;
     if (threadIdx.x == 0) {
         unsigned long long old;
         __threadfence();  // the block's writes (ordered before thread 0 by __syncthreads), as cooperative_groups' grid sync
         asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(counter) : "memory");
-        const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
-        unsigned long long seen = old + 1;
-        while (seen < target) asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
-        __threadfence();
+        target = (old / gridDim.x + 1) * gridDim.x;
     }
-    __syncthreads();
+    return target;
 }
+__device__ inline void fused_grid_wait(unsigned long long *counter, unsigned long long target) {
+    if (threadIdx.x == 0) {  // at least one acquire load, also for the last block (its atomic is a release only)
+        unsigned long long seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
+        } while (seen < target);
+    }
+    __syncthreads();  // the acquire, then the block's barrier: every thread's later reads see the grid's writes
+}
+__device__ inline void fused_grid_sync(unsigned long long *counter) { fused_grid_wait(counter, fused_grid_arrive(counter)); }
 
 // Dynamic shared memory, in bytes from its start: h (bf16 [d_model]), act (bf16 [k][d_ff]), the
 // logits (f32 [n_expert]), the down partials (f32 [k][16]), the staged rows' mbarrier and, when the
@@ -268,10 +280,15 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
             wd[u] = m < n_unit && c < n_chunk_f && row < D ? hp_cuda_gemv::load_stream(down_s[a] + int64_t(row) * F + c * 8) : zero;
         }
     };
-    if (int(blockIdx.x) < n_tile && !staged) load_units(blockIdx.x, 0);  // before the barrier: the weights do not depend on act
     if (HP_CUDA_MOE_FUSED_TRACE) __syncthreads();
     trace(5);
-    fused_grid_sync(p.barrier);
+    // The first tile's first loads before the barrier (the weights do not depend on act); warp 0's
+    // after thread 0 has arrived, so that its release does not wait for them.
+    const bool first_loads = int(blockIdx.x) < n_tile && !staged;
+    if (first_loads && warp != 0) load_units(blockIdx.x, 0);
+    const unsigned long long target = fused_grid_arrive(p.barrier);
+    if (first_loads && warp == 0) load_units(blockIdx.x, 0);
+    fused_grid_wait(p.barrier, target);
     trace(6);
     for (int i = threadIdx.x; i < k * n_chunk_f; i += W * 32) reinterpret_cast<uint4 *>(act_s)[i] = __ldcg(reinterpret_cast<const uint4 *>(p.act) + i);
     __syncthreads();
