@@ -124,22 +124,20 @@ TEST(CudaBaselineConfig, RefusesTopKOutsideTheExperts) {
     auto model = random_model("tiny-moe");
     ASSERT_TRUE(model.ok()) << model.error();
     const int n_expert = model->config.n_expert;
-    for (const int k : {0, n_expert + 1}) {
+    auto create_with_top_k = [&](int k) {
         model->config.n_expert_used = k;
         engine::EngineOptions options;
         options.device = backend::DeviceKind::cuda;
         options.forward = "baseline";
         options.kv.max_tokens = 64;
-        auto engine = engine::Engine::create(*model, options);
+        return engine::Engine::create(*model, options);
+    };
+    for (const int k : {0, n_expert + 1}) {
+        auto engine = create_with_top_k(k);
         ASSERT_FALSE(engine.ok()) << "top-k " << k << " of " << n_expert << " experts accepted";
         EXPECT_NE(engine.error().find("unsupported"), std::string::npos) << engine.error();
     }
-    model->config.n_expert_used = n_expert;  // the bound itself is taken
-    engine::EngineOptions options;
-    options.device = backend::DeviceKind::cuda;
-    options.forward = "baseline";
-    options.kv.max_tokens = 64;
-    auto engine = engine::Engine::create(*model, options);
+    auto engine = create_with_top_k(n_expert);  // the bound itself is taken
     EXPECT_TRUE(engine.ok()) << engine.error();
 }
 
