@@ -60,7 +60,20 @@ struct DecodeAttentionParams {
     int n_split;                 // splits per (token, kv head); 1: no partials, no counters
     const int32_t *seq_token_start;  // the batch's [n_seq + 1] where n_seq == n_token, else null (early KV: no token is alone)
     hp_cuda_gemv::L2Prefetch prefetch;  // upcoming weights, prefetched into L2 before the wait (gemv.cuh)
+    unsigned long long *trace = nullptr;  // HP_CUDA_ATTN_TRACE builds, optional: [block][kFdTracePoints] global timer (ns)
 };
+
+// HP_CUDA_ATTN_TRACE: per block (thread 0), when it starts, passes griddepcontrol.wait, ends its
+// warp's steps, has every warp's state in shared memory, has combined its warps (the split's
+// partial written), passes the cluster barrier (clusters only), and ends.
+constexpr int kFdTracePoints = 7;
+constexpr int kFdTraceBlocks = 1024;  // blocks a traced launch records (the first, in linear order)
+__device__ inline void fd_trace(const DecodeAttentionParams &p, int point) {
+    if constexpr (HP_CUDA_ATTN_TRACE) {
+        const unsigned block = hp_cuda_gemv::linear_block();
+        if (p.trace && threadIdx.x == 0 && block < unsigned(kFdTraceBlocks)) p.trace[block * kFdTracePoints + point] = hp_cuda_gemv::global_timer();
+    }
+}
 
 // Positions covered by one warp step: 32 / (d_head / 8) per load, kFdUnroll loads.
 constexpr int fd_step_positions(int d_head) { return 32 / (d_head / 8) * kFdUnroll; }
@@ -141,6 +154,7 @@ __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, 
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int n_split = p.n_split, n_out = p.group * D, share = (n_out + n_split - 1) / n_split;
     cluster.sync();  // every split's state is in its block's shared memory
+    fd_trace(p, 5);
     for (int h = warp; h < p.group; h += W) {
         float ms = -INFINITY, ls = 0.0f;
         if (lane < n_split) {
@@ -186,6 +200,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int group = p.group, head0 = g * group;
     __syncthreads();
+    fd_trace(p, 3);
     // The block's warps in warp order; a warp without positions has m = -inf and weighs 0.
     const int64_t partial_row = int64_t(D + 2);
     for (int o = threadIdx.x; o < group * D; o += W * 32) {
@@ -217,6 +232,8 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
         }
         row[2 + i] = value;
     }
+    if (HP_CUDA_ATTN_TRACE) __syncthreads();
+    fd_trace(p, 4);
     if (p.n_split == 1) return;
     if constexpr (CLUSTER) {
         fd_cluster_finish<D, G, W>(p, t, head0, split, sh, out);
@@ -311,6 +328,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
     constexpr int kLanesPerRow = D / 8, kRowsPerLoad = 32 / kLanesPerRow, kStep = kRowsPerLoad * kFdUnroll;
     __shared__ FdShared<D, G, W> sh;
     static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
+    fd_trace(p, 0);
     hp_cuda_gemv::launch_dependents();  // the o_proj GEMV after it may start streaming its weights
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
     // Grid (kv head, token, split), or (split, kv head, token) in clusters of the splits.
@@ -373,6 +391,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
     const bool early = fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kStep, length);
     if (early) load_step(step_begin + warp, k_next, v_next);
     hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
+    fd_trace(p, 1);
     if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
     float q_r[G][8];
 #pragma unroll
@@ -447,6 +466,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
             }
         }
     }
+    fd_trace(p, 2);
     // The warp's rows: sum the kRowsPerLoad position lanes of each chunk (the max is warp-uniform).
 #pragma unroll
     for (int h = 0; h < G; ++h) {
@@ -466,6 +486,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
         }
     }
     fd_block_finish<D, G, W, CLUSTER>(p, t, g, split, sh, partial, counters, out);
+    fd_trace(p, 6);
 }
 
 // Whether `kernel` can run clusters of n_split blocks of `warps` warps on this device (above 8 a

@@ -112,6 +112,7 @@ struct BaselineState {
     int32_t *attn_counters = nullptr;  // flash-decoding split counters [kTokenSplits][n_head_kv], zero between steps
     unsigned long long *moe_barrier = nullptr;  // the fused one-token MoE kernel's grid barrier counter (moe_fused.cuh), zero at create
     unsigned long long *moe_trace = nullptr;  // HP_CUDA_MOE_FUSED_TRACE builds: [n_layer][SMs][kFusedTracePoints] of the last step
+    unsigned long long *attn_trace = nullptr;  // HP_CUDA_ATTN_TRACE builds: [n_layer][kFdTraceBlocks][kFdTracePoints] of the last step
     Matrix lm_head;
     std::vector<LayerMatrices> layers;
     WeightStream weight_stream;  // the L2 prefetch plan (l2_prefetch.h); empty: no prefetch
@@ -570,6 +571,11 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
             if (state->moe_trace) cudaMemsetAsync(state->moe_trace, 0, bytes, state->stream);
         }
     }
+    if (HP_CUDA_ATTN_TRACE) {
+        const size_t bytes = size_t(c.n_layer) * kFdTraceBlocks * kFdTracePoints * sizeof(unsigned long long);
+        state->attn_trace = static_cast<unsigned long long *>(state_alloc(*state, bytes, state->allocations));
+        if (state->attn_trace) cudaMemsetAsync(state->attn_trace, 0, bytes, state->stream);
+    }
     cudaMemcpyAsync(state->inv_freq, inv_freq.data(), inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice, state->stream);
     bool ok = as_matrix(*state, model->lm_head, state->lm_head);
     state->layers.resize(size_t(c.n_layer));
@@ -623,6 +629,7 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     const bool cluster = small && fd_cluster(p.n_split);  // attn_fd_cluster: a small step's splits fit one cluster
     p.seq_token_start = batch.n_token == batch.n_seq ? batch.seq_token_start : nullptr;  // tokens may be alone in their sequences
     if (state.prefetch_step) p.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
+    if (state.attn_trace) p.trace = state.attn_trace + size_t(layer) * kFdTraceBlocks * kFdTracePoints;
     // Launches `kernel` in blocks of n_warps warps, with `cluster` (std::true_type) as clusters of the
     // splits: false where the device cannot schedule those (nothing launched).
     auto launch = [&](auto cluster, auto kernel, int n_warps) {
@@ -1027,7 +1034,7 @@ void log_moe_trace(const BaselineState &state) {
             const unsigned long long *bt = t + b * P;
             for (int k = 0; k + 1 < P; ++k) phase[k] += double(bt[k + 1] - bt[k]) / double(grid) / 1e3;
             first_wait = std::min(first_wait, bt[1]);
-            last_end = std::max(last_end, bt[7]);
+            last_end = std::max(last_end, bt[P - 1]);
             first_routed = std::min(first_routed, bt[4]);
             last_gate_up = std::max(last_gate_up, bt[5]);
         }
@@ -1036,13 +1043,57 @@ void log_moe_trace(const BaselineState &state) {
         ++layers;
     }
     if (!layers) return;
-    char line[400];
+    char line[480];
     std::snprintf(line, sizeof line,
                   "per layer, us: span %.2f, gate/up span %.2f; per block: wait %.2f, router %.2f, barrier 1 %.2f, route %.2f, gate/up %.2f, "
-                  "barrier 2 %.2f, down %.2f",
+                  "barrier 2 %.2f, down %.2f (act %.2f, first tile's dot products %.2f, the rest %.2f)",
                   span / layers, gate_up_span / layers, phase[0] / layers, phase[1] / layers, phase[2] / layers, phase[3] / layers,
-                  phase[4] / layers, phase[5] / layers, phase[6] / layers);
+                  phase[4] / layers, phase[5] / layers, (phase[6] + phase[7] + phase[8]) / layers, phase[6] / layers, phase[7] / layers,
+                  phase[8] / layers);
     log_message(state, HP_LOG_INFO, "fused MoE trace", line);
+}
+
+// HP_CUDA_ATTN_TRACE builds: the last step's flash-decoding attention per phase, averaged over the
+// blocks that recorded and the layers: from the block's start to the wait's end, its steps, the
+// block's warps, their combination, the cluster barrier, the end; span: from the first block past
+// the wait to the last block's end.
+void log_attn_trace(const BaselineState &state) {
+    constexpr int P = kFdTracePoints;
+    const size_t n_layer = size_t(state.model->config.n_layer);
+    std::vector<unsigned long long> trace(n_layer * kFdTraceBlocks * P);
+    if (cudaMemcpy(trace.data(), state.attn_trace, trace.size() * sizeof(trace[0]), cudaMemcpyDeviceToHost) != cudaSuccess) return;
+    double phase[P - 1] = {}, span = 0, wait_skew = 0;
+    int layers = 0;
+    for (size_t l = 0; l < n_layer; ++l) {
+        const unsigned long long *t = &trace[l * kFdTraceBlocks * P];
+        unsigned long long first_wait = ~0ull, last_wait = 0, last_end = 0;
+        double layer_phase[P - 1] = {};
+        int blocks = 0;
+        for (size_t b = 0; b < size_t(kFdTraceBlocks); ++b) {
+            const unsigned long long *bt = t + b * P;
+            if (bt[0] == 0) continue;
+            const unsigned long long cluster = bt[5] ? bt[5] : bt[4];  // no cluster barrier: 0 us
+            const unsigned long long at[P] = {bt[0], bt[1], bt[2], bt[3], bt[4], cluster, bt[6]};
+            for (int k = 0; k + 1 < P; ++k) layer_phase[k] += double(at[k + 1] - at[k]) / 1e3;
+            first_wait = std::min(first_wait, bt[1]);
+            last_wait = std::max(last_wait, bt[1]);
+            last_end = std::max(last_end, bt[6]);
+            ++blocks;
+        }
+        if (!blocks) continue;
+        for (int k = 0; k + 1 < P; ++k) phase[k] += layer_phase[k] / blocks;
+        span += double(last_end - first_wait) / 1e3;
+        wait_skew += double(last_wait - first_wait) / 1e3;
+        ++layers;
+    }
+    if (!layers) return;
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "per layer, us: span %.2f (last block past the wait %.2f after the first); per block: to the wait's end %.2f, steps %.2f, "
+                  "block's warps %.2f, their combination %.2f, cluster barrier %.2f, end %.2f",
+                  span / layers, wait_skew / layers, phase[0] / layers, phase[1] / layers, phase[2] / layers, phase[3] / layers,
+                  phase[4] / layers, phase[5] / layers);
+    log_message(state, HP_LOG_INFO, "attention trace", line);
 }
 
 void baseline_destroy(void *state_ptr) {
@@ -1050,6 +1101,7 @@ void baseline_destroy(void *state_ptr) {
     cudaStreamSynchronize(state->stream);
     if (state->step_trace) log_step_trace(*state);
     if (state->moe_trace) log_moe_trace(*state);
+    if (state->attn_trace) log_attn_trace(*state);
     cublasDestroy(state->cublas);
     for (void *ptr : state->allocations) state->services.free(state->services.ctx, ptr);
     for (void *ptr : state->activation_allocations) state->services.free(state->services.ctx, ptr);

@@ -169,6 +169,12 @@
 #ifndef HP_CUDA_MOE_FUSED_TRACE
 #define HP_CUDA_MOE_FUSED_TRACE 0
 #endif
+// Nor this: a diagnostic build of the CUDA-core flash-decoding attention (-DHP_CUDA_ATTN_TRACE=1)
+// records per block when it starts, passes the wait, ends its steps, and passes each of the block
+// and cluster reductions, and the plugin logs the last step's phase times at destroy.
+#ifndef HP_CUDA_ATTN_TRACE
+#define HP_CUDA_ATTN_TRACE 0
+#endif
 #ifndef HP_CUDA_PERSISTENT_STAGE_KB
 #define HP_CUDA_PERSISTENT_STAGE_KB 32
 #endif
@@ -309,6 +315,7 @@ static_assert(HP_CUDA_PERSISTENT_STAGE_KB == 8 || HP_CUDA_PERSISTENT_STAGE_KB ==
 static_assert(HP_CUDA_PERSISTENT_L2_ITEMS >= 0 && HP_CUDA_PERSISTENT_L2_ITEMS <= 64, "persistent_l2_items: 0..64");
 static_assert(HP_CUDA_PERSISTENT_TRACE == 0 || HP_CUDA_PERSISTENT_TRACE == 1, "HP_CUDA_PERSISTENT_TRACE: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_TRACE == 0 || HP_CUDA_MOE_FUSED_TRACE == 1, "HP_CUDA_MOE_FUSED_TRACE: 0 or 1");
+static_assert(HP_CUDA_ATTN_TRACE == 0 || HP_CUDA_ATTN_TRACE == 1, "HP_CUDA_ATTN_TRACE: 0 or 1");
 static_assert(HP_CUDA_PERSISTENT_STAGES >= 2 && HP_CUDA_PERSISTENT_STAGES * HP_CUDA_PERSISTENT_STAGE_KB <= 192,
               "persistent_stages: 2 or more, at most 192 KB of ring");
 static_assert(HP_CUDA_MOE_SINGLE_ROUTE == 0 || HP_CUDA_MOE_SINGLE_ROUTE == 1, "moe_single_route: 0 or 1");

@@ -48,8 +48,9 @@ constexpr int kFusedUnroll = HP_CUDA_MOE_FUSED_UNROLL;          // router, gate/
 constexpr int kFusedDownUnroll = HP_CUDA_MOE_FUSED_DOWN_UNROLL; // down: 16-byte loads per lane per iteration
 constexpr int kFusedMaxShared = 216 * 1024;                     // dynamic shared memory the kernel may take (beside its static)
 // HP_CUDA_MOE_FUSED_TRACE: per block, when it starts, passes griddepcontrol.wait, has written its
-// logits, passes barrier 1, has routed, has done its gate/up rows, passes barrier 2, and ends.
-constexpr int kFusedTracePoints = 8;
+// logits, passes barrier 1, has routed, has done its gate/up rows, passes barrier 2, has act in
+// shared memory, has done its first down tile's dot products (thread 0's warp), and ends.
+constexpr int kFusedTracePoints = 10;
 
 struct FusedParams {
     const __nv_bfloat16 *router = nullptr;  // bf16 [n_expert][d_model]
@@ -292,6 +293,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     trace(6);
     for (int i = threadIdx.x; i < k * n_chunk_f; i += W * 32) reinterpret_cast<uint4 *>(act_s)[i] = __ldcg(reinterpret_cast<const uint4 *>(p.act) + i);
     __syncthreads();
+    trace(7);
     for (int tile = blockIdx.x; tile < n_tile; tile += gridDim.x) {
         const bool from_stage = staged && tile == int(blockIdx.x);
         if (from_stage) {  // the rows are in shared memory: pair by pair
@@ -324,6 +326,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
                 }
             }
         }
+        if (tile == int(blockIdx.x)) trace(8);
         __syncthreads();
         if (warp == 0) {  // the tile's rows: lanes 0..15 (16..31 add zeros to the shuffles)
             float sum = 0.0f;
@@ -332,7 +335,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
         }
         __syncthreads();  // partial_s is rewritten by the next tile
     }
-    trace(7);
+    if (int(blockIdx.x) >= n_tile) trace(8);
+    trace(9);
 }
 
 // Whether the fused kernel takes a one-token MoE FFN of these shapes and buffers.
