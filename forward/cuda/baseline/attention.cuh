@@ -329,7 +329,6 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
     __shared__ FdShared<D, G, W> sh;
     static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
     fd_trace(p, 0);
-    hp_cuda_gemv::launch_dependents();  // the o_proj GEMV after it may start streaming its weights
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
     // Grid (kv head, token, split), or (split, kv head, token) in clusters of the splits.
     const int g = CLUSTER ? blockIdx.y : blockIdx.x, t = CLUSTER ? blockIdx.z : blockIdx.y, split = CLUSTER ? blockIdx.x : blockIdx.z;
@@ -467,6 +466,11 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
         }
     }
     fd_trace(p, 2);
+    // Only now may the o_proj GEMV after it launch: its blocks ask for all their weights before their
+    // own wait, and launched at this kernel's start they queued this block's K/V loads behind those in
+    // DRAM (qwen3-30b-a3b batch 1: 3.271 -> 3.227 ms; bench/RESULTS.md). Its weights now stream during
+    // the reductions below.
+    hp_cuda_gemv::launch_dependents();
     // The warp's rows: sum the kRowsPerLoad position lanes of each chunk (the max is warp-uniform).
 #pragma unroll
     for (int h = 0; h < G; ++h) {
