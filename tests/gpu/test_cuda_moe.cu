@@ -109,7 +109,7 @@ struct Case {
     int down_tiles = 1;         // 16-row tiles per block of the grouped down
     bool single_route = false;  // single_token: the gate/up and down kernels route the token themselves (no routing kernel)
     bool fused = false;         // single_token: the fused kernel (moe_fused.cuh) computes the router logits and runs the whole FFN
-    bool stage_down = false;    // fused: the block's down rows by bulk copies into shared memory where they fit
+    moe::FusedDown down = moe::FusedDown::rows;  // fused: how down reads its rows (knobs moe_fused_stage_down, moe_fused_split_down)
 };
 
 std::string describe(const Case &c) {
@@ -117,7 +117,7 @@ std::string describe(const Case &c) {
     return "n_token " + std::to_string(c.n_token) + ", experts " + std::to_string(c.n_expert) + " top-" + std::to_string(c.k) + ", d_model " +
            std::to_string(c.d_model) + ", d_ff " + std::to_string(c.d_ff) + ", " + routing + (c.norm_topk_prob ? ", norm_topk" : "") +
            (c.folded ? ", folded norm" : "") + (c.shared ? ", shared" : "") + (c.next_norm ? ", next norm" : "") +
-           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") + (c.fused ? (c.stage_down ? ", fused kernel, staged down" : ", fused kernel") : "") +
+           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") + (c.fused ? (c.down == moe::FusedDown::staged ? ", fused kernel, staged down" : c.down == moe::FusedDown::split ? ", fused kernel, split down" : ", fused kernel") : "") +
            (c.down_tiles > 1 ? ", down tiles " + std::to_string(c.down_tiles) : "");
 }
 
@@ -267,12 +267,13 @@ void run_case(const Case &c, uint32_t seed) {
     moe::FusedParams f;
     if (c.fused) {
         f = moe::fused_params(s, reinterpret_cast<const __nv_bfloat16 *>(arena.upload(router.host)), arena.filled<float>(size_t(E), NAN),
-                              arena.filled<unsigned long long>(1, 0ull));
-        ASSERT_TRUE(c.single_token && moe::fused_fits(f, aligned) && moe::fused_resident(f, c.stage_down)) << "a fused case the kernel does not take";
+                              arena.filled<unsigned long long>(1, 0ull),
+                              arena.filled<float>(size_t(hp_cuda_gemv::device_sm_count()) * D, NAN));
+        ASSERT_TRUE(c.single_token && moe::fused_fits(f, aligned) && moe::fused_resident(f, c.down)) << "a fused case the kernel does not take";
     }
     auto run = [&] {
         if (c.fused) {
-            ASSERT_EQ(moe::launch_fused(f, nullptr, c.stage_down), cudaSuccess);
+            ASSERT_EQ(moe::launch_fused(f, nullptr, c.down), cudaSuccess);
             return;
         }
         moe::moe_experts(s, nullptr);
@@ -631,12 +632,14 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
         // an odd expert count (the staged rows' mbarrier stays 8-byte aligned); 160 experts (8 logits per lane)
         {1, 33, 2, 256, 64, Routing::random, true, true, false, true, false, 16, true},
         {1, 160, 4, 512, 64, Routing::skewed, true, true, false, true, false, 16, true},
+        // split down with more chunks of a down row per block than a warp has lanes (264 items a block)
+        {1, 16, 8, 64, 4352, Routing::random, true, true, false, true, false, 16, true},
     };
     uint32_t seed = 100;
-    for (Case &c : cases) {  // both down paths: register loads after gate/up, and rows staged during it (knob moe_fused_stage_down)
+    for (Case &c : cases) {  // the three down forms: rows by register loads after gate/up, rows staged during it, split by gate/up items
         c.fused = true;
-        for (bool stage : {false, true}) {
-            c.stage_down = stage;
+        for (moe::FusedDown down : {moe::FusedDown::rows, moe::FusedDown::staged, moe::FusedDown::split}) {
+            c.down = down;
             run_case(c, seed);
         }
         ++seed;

@@ -88,7 +88,6 @@ __global__ void __launch_bounds__(kFdWarps * 32,
     // Per thread: 16-byte chunks of a K row and of a V row; n8 tiles of the output.
     constexpr int kKChunks = D / 32, kVChunks = D / 64, kOTiles = D / 8;
     __shared__ FdShared<D, G> sh;
-    hp_cuda_gemv::launch_dependents();
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
     const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -242,6 +241,7 @@ __global__ void __launch_bounds__(kFdWarps * 32,
             }
         }
     }
+    hp_cuda_gemv::launch_dependents();
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     if (r < G) {

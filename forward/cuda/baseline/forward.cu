@@ -111,6 +111,7 @@ struct BaselineState {
     float *partial = nullptr;  // attention partials [kTokenSplits * n_head][d_head + 2]
     int32_t *attn_counters = nullptr;  // flash-decoding split counters [kTokenSplits][n_head_kv], zero between steps
     unsigned long long *moe_barrier = nullptr;  // the fused one-token MoE kernel's grid barrier counter (moe_fused.cuh), zero at create
+    float *moe_partial = nullptr;               // its split down's per-block partials, f32 [SMs][d_model] (moe_fused_split_down)
     unsigned long long *moe_trace = nullptr;  // HP_CUDA_MOE_FUSED_TRACE builds: [n_layer][SMs][kFusedTracePoints] of the last step
     unsigned long long *attn_trace = nullptr;  // HP_CUDA_ATTN_TRACE builds: [n_layer][kFdTraceBlocks][kFdTracePoints] of the last step
     Matrix lm_head;
@@ -565,6 +566,11 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
         state->moe_barrier = static_cast<unsigned long long *>(state_alloc(*state, sizeof(unsigned long long), state->allocations));
         if (!state->moe_barrier) return fail(HP_ERR_OUT_OF_MEMORY);
         cudaMemsetAsync(state->moe_barrier, 0, sizeof(unsigned long long), state->stream);
+        if (HP_CUDA_MOE_FUSED_SPLIT_DOWN) {
+            const size_t bytes = size_t(hp_cuda_gemv::device_sm_count()) * c.d_model * sizeof(float);
+            state->moe_partial = static_cast<float *>(state_alloc(*state, bytes, state->allocations));
+            if (!state->moe_partial) return fail(HP_ERR_OUT_OF_MEMORY);
+        }
         if (HP_CUDA_MOE_FUSED_TRACE) {
             const size_t bytes = size_t(c.n_layer) * hp_cuda_gemv::device_sm_count() * hp_cuda_moe::kFusedTracePoints * sizeof(unsigned long long);
             state->moe_trace = static_cast<unsigned long long *>(state_alloc(*state, bytes, state->allocations));
@@ -824,7 +830,7 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
         }
     }
     if (step.single_token && HP_CUDA_MOE_FUSED && m.router.n_in == c.d_model) {  // router to residual in one launch (moe_fused.cuh)
-        hp_cuda_moe::FusedParams f = hp_cuda_moe::fused_params(step, m.router.w, a.router, state.moe_barrier);
+        hp_cuda_moe::FusedParams f = hp_cuda_moe::fused_params(step, m.router.w, a.router, state.moe_barrier, state.moe_partial);
         if (state.moe_trace) f.trace = state.moe_trace + size_t(layer) * hp_cuda_gemv::device_sm_count() * hp_cuda_moe::kFusedTracePoints;
         if (hp_cuda_moe::fused_fits(f, m.experts_aligned) && hp_cuda_moe::fused_resident(f)) {
             if (const cudaError_t code = hp_cuda_moe::launch_fused(f, state.stream); code != cudaSuccess) {
@@ -1017,7 +1023,8 @@ void log_step_trace(const BaselineState &state) {
 
 // HP_CUDA_MOE_FUSED_TRACE builds: the last step's fused MoE kernels, averaged over the layers: per
 // block the time to pass griddepcontrol.wait after it started, the router rows, barrier 1, the
-// routing, the gate/up rows, barrier 2 and down; the kernel's span (first block past the wait to
+// routing, the gate/up rows, barrier 2 and down (split down: gate/up, its partials, barrier 2, the
+// tile sums); the kernel's span (first block past the wait to
 // the last block's end) and the gate/up phase's span (first block routed to the last one done).
 void log_moe_trace(const BaselineState &state) {
     constexpr int P = hp_cuda_moe::kFusedTracePoints;
@@ -1044,11 +1051,12 @@ void log_moe_trace(const BaselineState &state) {
     }
     if (!layers) return;
     char line[480];
-    std::snprintf(line, sizeof line,
-                  "per layer, us: span %.2f, gate/up span %.2f; per block: wait %.2f, router %.2f, barrier 1 %.2f, route %.2f, gate/up %.2f, "
-                  "barrier 2 %.2f, down %.2f (act %.2f, first tile's dot products %.2f, the rest %.2f)",
-                  span / layers, gate_up_span / layers, phase[0] / layers, phase[1] / layers, phase[2] / layers, phase[3] / layers,
-                  phase[4] / layers, phase[5] / layers, (phase[6] + phase[7] + phase[8]) / layers, phase[6] / layers, phase[7] / layers,
+    const char *tail = hp_cuda_moe::kFusedDownKnob == hp_cuda_moe::FusedDown::split
+                           ? "gate/up %.2f, down partials %.2f, barrier 2 %.2f, tile sums %.2f, the rest %.2f"
+                           : "gate/up %.2f, barrier 2 %.2f, act %.2f, first down tile %.2f, the rest of down %.2f";
+    const int at = std::snprintf(line, sizeof line, "per layer, us: span %.2f, gate/up span %.2f; per block: wait %.2f, router %.2f, barrier 1 %.2f, route %.2f, ",
+                                 span / layers, gate_up_span / layers, phase[0] / layers, phase[1] / layers, phase[2] / layers, phase[3] / layers);
+    std::snprintf(line + at, sizeof line - size_t(at), tail, phase[4] / layers, phase[5] / layers, phase[6] / layers, phase[7] / layers,
                   phase[8] / layers);
     log_message(state, HP_LOG_INFO, "fused MoE trace", line);
 }

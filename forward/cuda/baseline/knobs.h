@@ -205,6 +205,12 @@
 #ifndef HP_CUDA_MOE_FUSED_DOWN_UNROLL
 #define HP_CUDA_MOE_FUSED_DOWN_UNROLL 12
 #endif
+#ifndef HP_CUDA_MOE_FUSED_SPLIT_DOWN
+#define HP_CUDA_MOE_FUSED_SPLIT_DOWN 0
+#endif
+#ifndef HP_CUDA_MOE_FUSED_SPLIT_ALIGN
+#define HP_CUDA_MOE_FUSED_SPLIT_ALIGN 8
+#endif
 #ifndef HP_CUDA_ATTN_FD_REDUCE_UNROLL
 #define HP_CUDA_ATTN_FD_REDUCE_UNROLL 8
 #endif
@@ -327,6 +333,8 @@ static_assert(HP_CUDA_MOE_FUSED_WARPS >= 1 && HP_CUDA_MOE_FUSED_WARPS <= 32, "mo
 static_assert(HP_CUDA_MOE_FUSED_UNROLL >= 1 && HP_CUDA_MOE_FUSED_UNROLL <= 16, "moe_fused_unroll: 1..16");
 static_assert(HP_CUDA_MOE_FUSED_STAGE_DOWN == 0 || HP_CUDA_MOE_FUSED_STAGE_DOWN == 1, "moe_fused_stage_down: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_DOWN_UNROLL >= 1 && HP_CUDA_MOE_FUSED_DOWN_UNROLL <= 32, "moe_fused_down_unroll: 1..32");
+static_assert(HP_CUDA_MOE_FUSED_SPLIT_DOWN == 0 || HP_CUDA_MOE_FUSED_SPLIT_DOWN == 1, "moe_fused_split_down: 0 or 1");
+static_assert(HP_CUDA_MOE_FUSED_SPLIT_ALIGN >= 8 && HP_CUDA_MOE_FUSED_SPLIT_ALIGN % 8 == 0, "moe_fused_split_align: a positive multiple of 8");
 static_assert(HP_CUDA_ATTN_FD_REDUCE_UNROLL >= 1 && HP_CUDA_ATTN_FD_REDUCE_UNROLL <= 64, "attn_fd_reduce_unroll: 1..64");
 static_assert(HP_CUDA_ATTN_FD_SMALL_WARPS >= 1 && HP_CUDA_ATTN_FD_SMALL_WARPS <= 8, "attn_fd_small_warps: 1..8 (shared memory of the block)");
 static_assert(HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS >= 0, "attn_fd_small_max_tokens: 0 (never) or more");

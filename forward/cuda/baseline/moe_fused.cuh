@@ -21,6 +21,17 @@
 //            (they do not depend on act), then act comes to shared memory. Per row the k experts'
 //            dot products are added in expert order, then x += sum, and with norm_out the next
 //            norm's bf16 operand and the tile's sum of x^2, exactly as expert_down_single_kernel.
+// Split down (knob moe_fused_split_down) replaces the last two phases, so that no block waits for
+// the whole gate/up before its down bytes move:
+//   gate/up  block b takes the R items b*R .. b*R + R - 1 (R = fused_split_rows: the k * d_ff items
+//            over the grid, a multiple of 8), its warps round-robin, act into its shared memory.
+//   down     without waiting for the grid, the block's share of down: partial[b][row] = sum over its
+//            items (a, j) of W_down[a][row][j] * act[a][j], each down row's R columns read as 16-byte
+//            chunks, G lanes a row (G: a power of two >= R / 8, at most 32).     grid barrier
+//   sum      block b takes 16-row tiles b, b + blocks, ... and adds the blocks' partials in block
+//            order, then x += sum with norm_out, as the tiled down.
+// Its down reads are R columns of every row instead of whole rows (qwen3-30b-a3b: 96 of 1536 bytes,
+// whole 32-byte sectors), and the partials (blocks x d_model floats) go through L2.
 // The grid barrier is a 64-bit counter that only grows, so launches need no memset and a step stays
 // graph-capturable. Deterministic: fixed assignment, fixed order, no atomics
 // on values. Requires (fused_fits): one token, no shared expert, d_model and d_ff multiples of 8,
@@ -49,7 +60,9 @@ constexpr int kFusedDownUnroll = HP_CUDA_MOE_FUSED_DOWN_UNROLL; // down: 16-byte
 constexpr int kFusedMaxShared = 216 * 1024;                     // dynamic shared memory the kernel may take (beside its static)
 // HP_CUDA_MOE_FUSED_TRACE: per block, when it starts, passes griddepcontrol.wait, has written its
 // logits, passes barrier 1, has routed, has done its gate/up rows, passes barrier 2, has act in
-// shared memory, has done its first down tile's dot products (thread 0's warp), and ends.
+// shared memory, has done its first down tile's dot products (thread 0's warp), and ends. Split
+// down: points 5..8 are gate/up done, its down partials written, the grid barrier passed, its
+// first tile summed.
 constexpr int kFusedTracePoints = 10;
 
 struct FusedParams {
@@ -67,14 +80,17 @@ struct FusedParams {
     float *x = nullptr;                     // f32 [d_model] residual
     hp_cuda_gemv::NormOut norm_out;         // optional: the next norm's operand and tile sums
     unsigned long long *barrier = nullptr;  // the grid barrier's arrivals: zero before the first launch, then left to grow
+    float *partial = nullptr;               // split down: f32 [grid][d_model] workspace (without it, split down is not taken)
     bool stage_down = false;                // each block's first tile of down rows by bulk copies into shared memory (launch_fused sets it)
+    int split_rows = 0;                     // split down: items a block takes (launch_fused sets it; 0: the tiled down)
     unsigned long long *trace = nullptr;    // HP_CUDA_MOE_FUSED_TRACE builds, optional: [gridDim.x][kFusedTracePoints] global timer (ns)
     int d_model = 0, d_ff = 0;
 };
 
 // The fused launch of a one-token MoeStep (single_token, its norm_out as the one-token down's): the
 // router's bf16 weights, where its logits go, and the grid barrier's counter.
-inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, float *logits, unsigned long long *barrier) {
+inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, float *logits, unsigned long long *barrier,
+                                float *partial = nullptr) {
     FusedParams f;
     f.router = router;
     f.logits = logits;
@@ -94,6 +110,7 @@ inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, f
     f.x = s.x;
     f.norm_out = s.norm_out;
     f.barrier = barrier;
+    f.partial = partial;
     f.d_model = s.d_model;
     f.d_ff = s.d_ff;
     return f;
@@ -129,25 +146,119 @@ __device__ inline void fused_grid_wait(unsigned long long *counter, unsigned lon
 }
 __device__ inline void fused_grid_sync(unsigned long long *counter) { fused_grid_wait(counter, fused_grid_arrive(counter)); }
 
-// Dynamic shared memory, in bytes from its start: h (bf16 [d_model]), act (bf16 [k][d_ff]), the
-// logits (f32 [n_expert]), the down partials (f32 [k][16]), the staged rows' mbarrier and, when the
-// block's down rows are staged, those rows (bf16 [k][16][d_ff], 128-byte aligned).
+// How the down phase reads its weights: whole rows after the grid has done gate/up (by register
+// loads, or the block's first tile staged in shared memory during gate/up), or split by gate/up
+// items (moe_fused_split_down).
+enum class FusedDown { rows, staged, split };
+constexpr FusedDown kFusedDownKnob = HP_CUDA_MOE_FUSED_SPLIT_DOWN ? FusedDown::split
+                                     : HP_CUDA_MOE_FUSED_STAGE_DOWN ? FusedDown::staged
+                                                                    : FusedDown::rows;
+
+// Split down: the gate/up items a block takes, R = ceil(k * d_ff / blocks) rounded up to a multiple
+// of moe_fused_split_align (8: 16-byte chunks; 64: whole 128-byte lines of a down row, fewer blocks).
+__host__ __device__ inline int fused_split_rows(int k, int d_ff, int blocks) {
+    constexpr int align = HP_CUDA_MOE_FUSED_SPLIT_ALIGN;
+    const int per_block = (k * d_ff + blocks - 1) / blocks;
+    return (per_block + align - 1) / align * align;
+}
+
+// Dynamic shared memory, in bytes from its start: h (bf16 [d_model]), act (bf16 [k][d_ff], split
+// down: [split_rows]), the logits (f32 [n_expert]), the down partials (f32 [k][16], split down:
+// [kFusedWarps * 2][16]), the staged rows' mbarrier and, when the block's down rows are staged,
+// those rows (bf16 [k][16][d_ff], 128-byte aligned).
 struct FusedLayout {
     size_t h, act, logits, partial, bar, down, total;
 };
-__host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k, int n_expert, bool staged) {
+__host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k, int n_expert, bool staged, int split_rows = 0) {
     FusedLayout l;
     l.h = 0;
     l.act = l.h + size_t(d_model) * 2;
-    l.logits = l.act + size_t(k) * d_ff * 2;
+    l.logits = l.act + (split_rows ? (size_t(split_rows) * 2 + 15) / 16 * 16 : size_t(k) * d_ff * 2);
     l.partial = l.logits + size_t(n_expert) * 4;
-    l.bar = (l.partial + size_t(k) * kTileRows * 4 + 7) / 8 * 8;  // an mbarrier is 8-byte aligned (odd n_expert)
+    const size_t partial_rows = split_rows ? size_t(kFusedWarps) * 2 : size_t(k);
+    l.bar = (l.partial + partial_rows * kTileRows * 4 + 7) / 8 * 8;  // an mbarrier is 8-byte aligned (odd n_expert)
     l.down = (l.bar + 8 + 127) / 128 * 128;
     l.total = staged ? l.down + size_t(k) * kTileRows * d_ff * 2 : l.bar + 8;
     return l;
 }
 
-template <int PER_LANE>
+// Split down (see the top of this file), from the end of the block's gate/up items [first, end):
+// its share of down to p.partial[block], the grid barrier, then the tiles' sums over the blocks.
+// `trace(point)` records points 5..9 (HP_CUDA_MOE_FUSED_TRACE builds).
+template <typename Trace>
+__device__ inline void split_down(const FusedParams &p, const __nv_bfloat16 *act_s, float *sum_s, const __nv_bfloat16 *const *down_s, int first,
+                                  int end, Trace &trace) {
+    constexpr int DU = kFusedDownUnroll, W = kFusedWarps;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int D = p.d_model, F = p.d_ff;
+    const int n_chunk = (end - first) / 8;             // 16-byte chunks of a down row this block reads
+    int G = 1;                                         // lanes a row: a power of two, at most 32
+    while (G < n_chunk && G < 32) G *= 2;
+    const int per_warp = 32 / G, nq = (n_chunk + G - 1) / G;  // rows a warp load covers; chunks a lane takes of a row
+    const int sub = lane / G, cl = lane % G;
+    const int n_group = (D + per_warp - 1) / per_warp;       // row groups, warp w taking w, w + W, ...
+    const int n_unit = n_chunk > 0 && warp < n_group ? (n_group - warp + W - 1) / W * nq : 0;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    uint4 wd[DU];
+    auto load_units = [&](int m0) {
+#pragma unroll
+        for (int u = 0; u < DU; ++u) {
+            const int m = m0 + u, gi = m / nq, c = cl + G * (m - gi * nq), row = (warp + W * gi) * per_warp + sub;
+            const int item = first + 8 * c, a = item / F;
+            wd[u] = m < n_unit && c < n_chunk && row < D ? hp_cuda_gemv::load_stream(down_s[a] + int64_t(row) * F + (item - a * F)) : zero;
+        }
+    };
+    load_units(0);  // the weights do not wait for act
+    __syncthreads();
+    trace(5);
+    float acc = 0.0f;
+    for (int m0 = 0; m0 < n_unit; m0 += DU) {
+        if (m0 > 0) load_units(m0);
+#pragma unroll
+        for (int u = 0; u < DU; ++u) {
+            const int m = m0 + u;
+            if (m >= n_unit) break;  // warp-uniform
+            const int gi = m / nq, q = m - gi * nq, c = cl + G * q;
+            if (c < n_chunk) acc = hp_cuda_gemv::dot_chunk(acc, wd[u], reinterpret_cast<const uint4 *>(act_s)[c]);
+            if (q == nq - 1) {  // the row's last unit (warp-uniform): its G lanes' sums
+                for (int offset = G / 2; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+                const int row = (warp + W * gi) * per_warp + sub;
+                if (cl == 0 && row < D) p.partial[int64_t(blockIdx.x) * D + row] = acc;
+                acc = 0.0f;
+            }
+        }
+    }
+    if (HP_CUDA_MOE_FUSED_TRACE) __syncthreads();
+    trace(6);
+    fused_grid_sync(p.barrier);
+    trace(7);
+
+    // The tiles' sums: thread t adds row t % 16 of blocks t / 16, t / 16 + 2W, ..., then warp 0 adds
+    // those 2W sums in order (fixed order: deterministic).
+    const int k = p.k, n_block = (k * F + p.split_rows - 1) / p.split_rows, n_tile = (D + kTileRows - 1) / kTileRows;
+    const int r = threadIdx.x % kTileRows, group = threadIdx.x / kTileRows, n_sum = W * 32 / kTileRows;
+    for (int tile = blockIdx.x; tile < n_tile; tile += gridDim.x) {
+        const int row = tile * kTileRows + r;
+        float sum = 0.0f;
+        if (row < D) {
+#pragma unroll 4
+            for (int b = group; b < n_block; b += n_sum) sum += __ldcg(p.partial + int64_t(b) * D + row);
+        }
+        sum_s[group * kTileRows + r] = sum;
+        __syncthreads();
+        if (warp == 0) {
+            float total = 0.0f;
+            for (int g = 0; g < n_sum; ++g) total += sum_s[g * kTileRows + lane % kTileRows];
+            accumulate_tile(p.x, p.norm_out, tile * kTileRows, D, total);
+        }
+        __syncthreads();  // sum_s is rewritten by the next tile
+        if (tile == int(blockIdx.x)) trace(8);
+    }
+    if (int(blockIdx.x) >= n_tile) trace(8);
+    trace(9);
+}
+
+template <int PER_LANE, bool SPLIT>
 __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(const __grid_constant__ FusedParams p) {
     constexpr int U = kFusedUnroll, DU = kFusedDownUnroll, W = kFusedWarps;
     extern __shared__ __align__(128) unsigned char fused_shared[];
@@ -158,14 +269,14 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     const int n_warp = int(gridDim.x) * W, gw = int(blockIdx.x) * W + warp;
     const int D = p.d_model, F = p.d_ff, k = p.k, n_expert = p.n_expert;
     const int n_chunk = D / 8, n_chunk_f = F / 8, n_tile = (D + kTileRows - 1) / kTileRows;
-    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down);
+    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down, SPLIT ? p.split_rows : 0);
     auto *h_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.h);
     auto *act_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.act);
     auto *logits_s = reinterpret_cast<float *>(fused_shared + layout.logits);
     auto *partial_s = reinterpret_cast<float *>(fused_shared + layout.partial);
     auto *down_bar = reinterpret_cast<uint64_t *>(fused_shared + layout.bar);
     auto *down_stage = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.down);
-    const bool staged = p.stage_down && int(blockIdx.x) < n_tile;  // this block's first tile comes by bulk copies
+    const bool staged = !SPLIT && p.stage_down && int(blockIdx.x) < n_tile;  // this block's first tile comes by bulk copies
     const uint4 zero = make_uint4(0, 0, 0, 0);
     auto trace = [&](int point) {
         if (HP_CUDA_MOE_FUSED_TRACE && p.trace && threadIdx.x == 0) p.trace[blockIdx.x * kFusedTracePoints + point] = hp_cuda_gemv::global_timer();
@@ -242,8 +353,11 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     __syncthreads();
     trace(4);
 
-    // Gate/up: one row of gate and of up per item, a warp's whole row in flight.
-    for (int i = gw; i < k * F; i += n_warp) {
+    // Gate/up: one row of gate and of up per item, a warp's whole row in flight; the grid's warps
+    // round-robin over the items (split down: the block's warps over its own items, act to shared memory).
+    const int split_first = SPLIT ? min(int(blockIdx.x) * p.split_rows, k * F) : 0;
+    const int split_end = SPLIT ? min(split_first + p.split_rows, k * F) : 0;
+    for (int i = SPLIT ? split_first + warp : gw; i < (SPLIT ? split_end : k * F); i += SPLIT ? W : n_warp) {
         const int a = i / F, j = i - a * F;
         const __nv_bfloat16 *g_row = gate_s[a] + int64_t(j) * D, *u_row = up_s[a] + int64_t(j) * D;
         float g = 0.0f, u_sum = 0.0f;
@@ -264,7 +378,11 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
                 u_sum = hp_cuda_gemv::dot_chunk(u_sum, wu[u], xv);
             }
         }
-        store_silu_act(g, u_sum, inv_rms, route_s.weight[a], p.act + i);
+        store_silu_act(g, u_sum, inv_rms, route_s.weight[a], SPLIT ? act_s + (i - split_first) : p.act + i);
+    }
+    if constexpr (SPLIT) {
+        split_down(p, act_s, partial_s, down_s, split_first, split_end, trace);
+        return;
     }
 
     // Down: the tile's pairs (expert a, row r), pair = a * 16 + r, warp w taking pairs w, w + W, ...;
@@ -347,31 +465,42 @@ inline bool fused_fits(const FusedParams &p, bool experts_aligned) {
            fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, false).total <= size_t(kFusedMaxShared);
 }
 
-// How a fused launch runs: the kernel for the model's logits per lane, whether down rows are staged
-// (knob moe_fused_stage_down, where they fit: qwen3-30b-a3b's 192 KB of 212), its dynamic shared memory.
+// How a fused launch runs: the kernel for the model's logits per lane and down form (split down
+// where asked and p.partial is given; staged where asked and the rows fit: qwen3-30b-a3b's 192 KB
+// of 212), the items a block takes of a split down, its dynamic shared memory.
 struct FusedLaunch {
     void (*kernel)(FusedParams) = nullptr;
     bool stage_down = false;
+    int split_rows = 0;
     size_t shared = 0;
 };
-inline FusedLaunch plan_fused(const FusedParams &p, bool stage_down) {
+template <bool SPLIT>
+inline void (*fused_kernel(int per_lane))(FusedParams) {
+    return per_lane <= 1   ? moe_fused_single_kernel<1, SPLIT>
+           : per_lane <= 2 ? moe_fused_single_kernel<2, SPLIT>
+           : per_lane <= 4 ? moe_fused_single_kernel<4, SPLIT>
+           : per_lane <= 8 ? moe_fused_single_kernel<8, SPLIT>
+                           : moe_fused_single_kernel<kMaxExpert / 32, SPLIT>;
+}
+inline FusedLaunch plan_fused(const FusedParams &p, FusedDown down) {
     const int per_lane = (p.n_expert + 31) / 32;
     FusedLaunch l;
-    l.kernel = per_lane <= 1   ? moe_fused_single_kernel<1>
-               : per_lane <= 2 ? moe_fused_single_kernel<2>
-               : per_lane <= 4 ? moe_fused_single_kernel<4>
-               : per_lane <= 8 ? moe_fused_single_kernel<8>
-                               : moe_fused_single_kernel<kMaxExpert / 32>;
-    l.stage_down = stage_down && fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, true).total <= size_t(kFusedMaxShared);
-    l.shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, l.stage_down).total;
+    if (down == FusedDown::split && p.partial) {
+        l.kernel = fused_kernel<true>(per_lane);
+        l.split_rows = fused_split_rows(p.k, p.d_ff, hp_cuda_gemv::device_sm_count());
+    } else {
+        l.kernel = fused_kernel<false>(per_lane);
+        l.stage_down = down == FusedDown::staged && fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, true).total <= size_t(kFusedMaxShared);
+    }
+    l.shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, l.stage_down, l.split_rows).total;
     return l;
 }
 
 // Whether every SM can hold a block of the fused launch (the grid barriers need the whole grid
 // resident, and a cooperative launch that cannot be fails): opts the kernel in to the launch's own
 // shared memory (a larger maximum measured slower in the step) and asks the occupancy.
-inline bool fused_resident(const FusedParams &p, bool stage_down = HP_CUDA_MOE_FUSED_STAGE_DOWN) {
-    const FusedLaunch l = plan_fused(p, stage_down);
+inline bool fused_resident(const FusedParams &p, FusedDown down = kFusedDownKnob) {
+    const FusedLaunch l = plan_fused(p, down);
     static thread_local const void *last_kernel = nullptr;  // the answer for the last (kernel, size, device): every layer asks
     static thread_local size_t last_shared = 0;
     static thread_local int last_device = -1;
@@ -389,12 +518,13 @@ inline bool fused_resident(const FusedParams &p, bool stage_down = HP_CUDA_MOE_F
 }
 
 // Launches the fused kernel (the caller checked fused_fits and fused_resident with the same
-// stage_down): one block per SM, cooperative and, with HP_CUDA_PDL, a programmatic dependent of the
+// down form): one block per SM, cooperative and, with HP_CUDA_PDL, a programmatic dependent of the
 // previous kernel. Every launch on one barrier counter must have the same grid (the device's SMs).
 // Returns the launch's error.
-inline cudaError_t launch_fused(FusedParams p, cudaStream_t stream, bool stage_down = HP_CUDA_MOE_FUSED_STAGE_DOWN) {
-    const FusedLaunch l = plan_fused(p, stage_down);
+inline cudaError_t launch_fused(FusedParams p, cudaStream_t stream, FusedDown down = kFusedDownKnob) {
+    const FusedLaunch l = plan_fused(p, down);
     p.stage_down = l.stage_down;
+    p.split_rows = l.split_rows;
     return hp_cuda_gemv::launch_ex(l.kernel, dim3(unsigned(hp_cuda_gemv::device_sm_count())), dim3(kFusedWarps * 32), l.shared, 0, true, stream, p);
 }
 
