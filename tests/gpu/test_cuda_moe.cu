@@ -117,7 +117,7 @@ std::string describe(const Case &c) {
     return "n_token " + std::to_string(c.n_token) + ", experts " + std::to_string(c.n_expert) + " top-" + std::to_string(c.k) + ", d_model " +
            std::to_string(c.d_model) + ", d_ff " + std::to_string(c.d_ff) + ", " + routing + (c.norm_topk_prob ? ", norm_topk" : "") +
            (c.folded ? ", folded norm" : "") + (c.shared ? ", shared" : "") + (c.next_norm ? ", next norm" : "") +
-           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") + (c.fused ? (c.down == moe::FusedDown::staged ? ", fused kernel, staged down" : c.down == moe::FusedDown::split ? ", fused kernel, split down" : ", fused kernel") : "") +
+           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") + (c.fused ? (c.down == moe::FusedDown::staged ? ", fused kernel, staged down" : c.down == moe::FusedDown::split ? ", fused kernel, split down" : c.down == moe::FusedDown::mma ? ", fused kernel, down on tensor cores" : ", fused kernel") : "") +
            (c.down_tiles > 1 ? ", down tiles " + std::to_string(c.down_tiles) : "");
 }
 
@@ -636,9 +636,9 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
         {1, 16, 8, 64, 4352, Routing::random, true, true, false, true, false, 16, true},
     };
     uint32_t seed = 100;
-    for (Case &c : cases) {  // the three down forms: rows by register loads after gate/up, rows staged during it, split by gate/up items
+    for (Case &c : cases) {  // the down forms: rows by register loads after gate/up (products by FMAs, on tensor cores), rows staged during it, split by gate/up items
         c.fused = true;
-        for (moe::FusedDown down : {moe::FusedDown::rows, moe::FusedDown::staged, moe::FusedDown::split}) {
+        for (moe::FusedDown down : {moe::FusedDown::rows, moe::FusedDown::mma, moe::FusedDown::staged, moe::FusedDown::split}) {
             c.down = down;
             run_case(c, seed);
         }

@@ -205,6 +205,9 @@
 #ifndef HP_CUDA_MOE_FUSED_DOWN_UNROLL
 #define HP_CUDA_MOE_FUSED_DOWN_UNROLL 12
 #endif
+#ifndef HP_CUDA_MOE_FUSED_DOWN_MMA
+#define HP_CUDA_MOE_FUSED_DOWN_MMA 0
+#endif
 #ifndef HP_CUDA_MOE_FUSED_SPLIT_DOWN
 #define HP_CUDA_MOE_FUSED_SPLIT_DOWN 0
 #endif
@@ -333,6 +336,7 @@ static_assert(HP_CUDA_MOE_FUSED_WARPS >= 1 && HP_CUDA_MOE_FUSED_WARPS <= 32, "mo
 static_assert(HP_CUDA_MOE_FUSED_UNROLL >= 1 && HP_CUDA_MOE_FUSED_UNROLL <= 16, "moe_fused_unroll: 1..16");
 static_assert(HP_CUDA_MOE_FUSED_STAGE_DOWN == 0 || HP_CUDA_MOE_FUSED_STAGE_DOWN == 1, "moe_fused_stage_down: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_DOWN_UNROLL >= 1 && HP_CUDA_MOE_FUSED_DOWN_UNROLL <= 32, "moe_fused_down_unroll: 1..32");
+static_assert(HP_CUDA_MOE_FUSED_DOWN_MMA == 0 || HP_CUDA_MOE_FUSED_DOWN_MMA == 1, "moe_fused_down_mma: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_SPLIT_DOWN == 0 || HP_CUDA_MOE_FUSED_SPLIT_DOWN == 1, "moe_fused_split_down: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_SPLIT_ALIGN >= 8 && HP_CUDA_MOE_FUSED_SPLIT_ALIGN % 8 == 0, "moe_fused_split_align: a positive multiple of 8");
 static_assert(HP_CUDA_ATTN_FD_REDUCE_UNROLL >= 1 && HP_CUDA_ATTN_FD_REDUCE_UNROLL <= 64, "attn_fd_reduce_unroll: 1..64");

@@ -149,9 +149,11 @@ __device__ inline void fused_grid_sync(unsigned long long *counter) { fused_grid
 // How the down phase reads its weights: whole rows after the grid has done gate/up (by register
 // loads, or the block's first tile staged in shared memory during gate/up), or split by gate/up
 // items (moe_fused_split_down).
-enum class FusedDown { rows, staged, split };
-constexpr FusedDown kFusedDownKnob = HP_CUDA_MOE_FUSED_SPLIT_DOWN ? FusedDown::split
+// mma: rows by register loads, their products on tensor cores (moe_fused_down_mma).
+enum class FusedDown { rows, mma, staged, split };
+constexpr FusedDown kFusedDownKnob = HP_CUDA_MOE_FUSED_SPLIT_DOWN   ? FusedDown::split
                                      : HP_CUDA_MOE_FUSED_STAGE_DOWN ? FusedDown::staged
+                                     : HP_CUDA_MOE_FUSED_DOWN_MMA   ? FusedDown::mma
                                                                     : FusedDown::rows;
 
 // Split down: the gate/up items a block takes, R = ceil(k * d_ff / blocks) rounded up to a multiple
@@ -163,20 +165,20 @@ __host__ __device__ inline int fused_split_rows(int k, int d_ff, int blocks) {
 }
 
 // Dynamic shared memory, in bytes from its start: h (bf16 [d_model]), act (bf16 [k][d_ff], split
-// down: [split_rows]), the logits (f32 [n_expert]), the down partials (f32 [k][16], split down:
-// [kFusedWarps * 2][16]), the staged rows' mbarrier and, when the block's down rows are staged,
-// those rows (bf16 [k][16][d_ff], 128-byte aligned).
+// down: [split_rows]), the logits (f32 [n_expert]), the down partials (f32 [k][16]; mma:
+// [max(k, kFusedWarps)][16]; split down: [2 kFusedWarps][16]), the staged rows' mbarrier and, when
+// the block's down rows are staged, those rows (bf16 [k][16][d_ff], 128-byte aligned).
 struct FusedLayout {
     size_t h, act, logits, partial, bar, down, total;
 };
-__host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k, int n_expert, bool staged, int split_rows = 0) {
+__host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k, int n_expert, bool staged, int split_rows = 0, bool mma = false) {
     FusedLayout l;
     l.h = 0;
     l.act = l.h + size_t(d_model) * 2;
     l.logits = l.act + (split_rows ? (size_t(split_rows) * 2 + 15) / 16 * 16 : size_t(k) * d_ff * 2);
     l.partial = l.logits + size_t(n_expert) * 4;
-    const size_t partial_rows = split_rows ? size_t(kFusedWarps) * 2 : size_t(k);
-    l.bar = (l.partial + partial_rows * kTileRows * 4 + 7) / 8 * 8;  // an mbarrier is 8-byte aligned (odd n_expert)
+    const int partial_rows = split_rows ? 2 * kFusedWarps : mma && k < kFusedWarps ? kFusedWarps : k;
+    l.bar = (l.partial + size_t(partial_rows) * kTileRows * 4 + 7) / 8 * 8;  // an mbarrier is 8-byte aligned (odd n_expert)
     l.down = (l.bar + 8 + 127) / 128 * 128;
     l.total = staged ? l.down + size_t(k) * kTileRows * d_ff * 2 : l.bar + 8;
     return l;
@@ -258,7 +260,7 @@ __device__ inline void split_down(const FusedParams &p, const __nv_bfloat16 *act
     trace(9);
 }
 
-template <int PER_LANE, bool SPLIT>
+template <int PER_LANE, bool SPLIT, bool MMA>
 __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(const __grid_constant__ FusedParams p) {
     constexpr int U = kFusedUnroll, DU = kFusedDownUnroll, W = kFusedWarps;
     extern __shared__ __align__(128) unsigned char fused_shared[];
@@ -269,14 +271,14 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     const int n_warp = int(gridDim.x) * W, gw = int(blockIdx.x) * W + warp;
     const int D = p.d_model, F = p.d_ff, k = p.k, n_expert = p.n_expert;
     const int n_chunk = D / 8, n_chunk_f = F / 8, n_tile = (D + kTileRows - 1) / kTileRows;
-    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down, SPLIT ? p.split_rows : 0);
+    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down, SPLIT ? p.split_rows : 0, MMA);
     auto *h_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.h);
     auto *act_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.act);
     auto *logits_s = reinterpret_cast<float *>(fused_shared + layout.logits);
     auto *partial_s = reinterpret_cast<float *>(fused_shared + layout.partial);
     auto *down_bar = reinterpret_cast<uint64_t *>(fused_shared + layout.bar);
     auto *down_stage = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.down);
-    const bool staged = !SPLIT && p.stage_down && int(blockIdx.x) < n_tile;  // this block's first tile comes by bulk copies
+    const bool staged = !SPLIT && !MMA && p.stage_down && int(blockIdx.x) < n_tile;  // this block's first tile comes by bulk copies
     const uint4 zero = make_uint4(0, 0, 0, 0);
     auto trace = [&](int point) {
         if (HP_CUDA_MOE_FUSED_TRACE && p.trace && threadIdx.x == 0) p.trace[blockIdx.x * kFusedTracePoints + point] = hp_cuda_gemv::global_timer();
@@ -387,16 +389,37 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
 
     // Down: the tile's pairs (expert a, row r), pair = a * 16 + r, warp w taking pairs w, w + W, ...;
     // a lane's units walk those pairs in order, chunks lane + 32 m of each row (cpl per row).
+    // MMA (moe_fused_down_mma): units (expert a, step s) of 32 inputs over the tile's 16 rows, warp w
+    // taking units w, w + W, ...; lane (g, q) loads chunk 4 s + q of rows g and g + 8 (rows past
+    // d_model clamped to the last, chunks past d_ff clamped and multiplied by zeros) as the A fragments
+    // of two m16n8k16 products whose B column 0 is act's chunk (lanes 0..3; the other columns zero),
+    // so each warp's accumulator holds its share of the tile's 16 sums over every expert.
     const int n_pair = k * kTileRows;
     const int cpl = (n_chunk_f + 31) / 32;
-    const int n_unit = (warp < n_pair ? (n_pair - warp + W - 1) / W : 0) * cpl;
+    const int g = lane / 4, q = lane % 4, n_step_e = (n_chunk_f + 3) / 4, n_mma_unit = k * n_step_e;
+    const int n_unit = MMA ? (warp < n_mma_unit ? (n_mma_unit - warp + W - 1) / W : 0) : (warp < n_pair ? (n_pair - warp + W - 1) / W : 0) * cpl;
+    constexpr int kRound = MMA ? DU / 2 : DU;  // units per round of loads (an MMA unit is two loads)
     uint4 wd[DU];
+    int act_chunk[MMA ? kRound : 1];  // MMA: the unit's chunk of act, -1 past d_ff
     auto load_units = [&](int tile, int m0) {
+        if constexpr (MMA) {
+            const int64_t lo = min(tile * kTileRows + g, D - 1), hi = min(tile * kTileRows + g + 8, D - 1);
 #pragma unroll
-        for (int u = 0; u < DU; ++u) {
-            const int m = m0 + u, pi = m / cpl, c = lane + 32 * (m - pi * cpl);
-            const int pair = warp + W * pi, a = pair / kTileRows, row = tile * kTileRows + pair % kTileRows;
-            wd[u] = m < n_unit && c < n_chunk_f && row < D ? hp_cuda_gemv::load_stream(down_s[a] + int64_t(row) * F + c * 8) : zero;
+            for (int u = 0; u < kRound; ++u) {
+                const int m = m0 + u, unit = warp + W * m, a = unit / n_step_e, c = (unit - a * n_step_e) * 4 + q;
+                const bool on = m < n_unit;
+                const int64_t col = int64_t(min(c, n_chunk_f - 1)) * 8;
+                wd[2 * u] = on ? hp_cuda_gemv::load_stream(down_s[a] + lo * F + col) : zero;
+                wd[2 * u + 1] = on ? hp_cuda_gemv::load_stream(down_s[a] + hi * F + col) : zero;
+                act_chunk[u] = on && c < n_chunk_f ? a * n_chunk_f + c : -1;
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < DU; ++u) {
+                const int m = m0 + u, pi = m / cpl, c = lane + 32 * (m - pi * cpl);
+                const int pair = warp + W * pi, a = pair / kTileRows, row = tile * kTileRows + pair % kTileRows;
+                wd[u] = m < n_unit && c < n_chunk_f && row < D ? hp_cuda_gemv::load_stream(down_s[a] + int64_t(row) * F + c * 8) : zero;
+            }
         }
     };
     if (HP_CUDA_MOE_FUSED_TRACE) __syncthreads();
@@ -428,27 +451,41 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
                 if (lane == 0) partial_s[pair] = dot;
             }
         }
-        float acc = 0.0f;
-        for (int m0 = 0; m0 < (from_stage ? 0 : n_unit); m0 += DU) {
+        float acc = 0.0f, acc4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int m0 = 0; m0 < (from_stage ? 0 : n_unit); m0 += kRound) {
             if (m0 > 0 || tile != int(blockIdx.x)) load_units(tile, m0);
+            if constexpr (MMA) {
 #pragma unroll
-            for (int u = 0; u < DU; ++u) {
-                const int m = m0 + u;
-                if (m >= n_unit) break;  // warp-uniform
-                const int pi = m / cpl, c = lane + 32 * (m - pi * cpl), pair = warp + W * pi, a = pair / kTileRows;
-                if (c < n_chunk_f) acc = hp_cuda_gemv::dot_chunk(acc, wd[u], reinterpret_cast<const uint4 *>(act_s + int64_t(a) * F)[c]);
-                if (m - pi * cpl == cpl - 1) {  // the pair's last unit (warp-uniform)
-                    for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-                    if (lane == 0) partial_s[pair] = acc;
-                    acc = 0.0f;
+                for (int u = 0; u < kRound; ++u) {
+                    if (m0 + u >= n_unit) break;  // warp-uniform
+                    const uint4 b = g == 0 && act_chunk[u] >= 0 ? reinterpret_cast<const uint4 *>(act_s)[act_chunk[u]] : zero;
+                    hp_cuda_gemv::mma_16816(acc4, wd[2 * u].x, wd[2 * u + 1].x, wd[2 * u].y, wd[2 * u + 1].y, b.x, b.y);
+                    hp_cuda_gemv::mma_16816(acc4, wd[2 * u].z, wd[2 * u + 1].z, wd[2 * u].w, wd[2 * u + 1].w, b.z, b.w);
+                }
+            } else {
+#pragma unroll
+                for (int u = 0; u < DU; ++u) {
+                    const int m = m0 + u;
+                    if (m >= n_unit) break;  // warp-uniform
+                    const int pi = m / cpl, c = lane + 32 * (m - pi * cpl), pair = warp + W * pi, a = pair / kTileRows;
+                    if (c < n_chunk_f) acc = hp_cuda_gemv::dot_chunk(acc, wd[u], reinterpret_cast<const uint4 *>(act_s + int64_t(a) * F)[c]);
+                    if (m - pi * cpl == cpl - 1) {  // the pair's last unit (warp-uniform)
+                        for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+                        if (lane == 0) partial_s[pair] = acc;
+                        acc = 0.0f;
+                    }
                 }
             }
+        }
+        if (MMA && q == 0) {  // column 0 of the warp's accumulator: rows g and g + 8
+            partial_s[warp * kTileRows + g] = acc4[0];
+            partial_s[warp * kTileRows + g + 8] = acc4[2];
         }
         if (tile == int(blockIdx.x)) trace(8);
         __syncthreads();
         if (warp == 0) {  // the tile's rows: lanes 0..15 (16..31 add zeros to the shuffles)
             float sum = 0.0f;
-            for (int a = 0; a < k; ++a) sum += partial_s[a * kTileRows + lane % kTileRows];
+            for (int a = 0; a < (MMA ? W : k); ++a) sum += partial_s[a * kTileRows + lane % kTileRows];
             accumulate_tile(p.x, p.norm_out, tile * kTileRows, D, sum);
         }
         __syncthreads();  // partial_s is rewritten by the next tile
@@ -462,7 +499,7 @@ inline bool fused_fits(const FusedParams &p, bool experts_aligned) {
     using hp_cuda_gemv::aligned16;
     return experts_aligned && p.d_model % 8 == 0 && p.d_ff % 8 == 0 && p.k >= 1 && p.k <= kMaxSingleExperts && p.k <= p.n_expert &&
            p.n_expert <= kMaxExpert && aligned16(p.router) && aligned16(p.h) && aligned16(p.act) && p.barrier &&
-           fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, false).total <= size_t(kFusedMaxShared);
+           fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, false, 0, true).total <= size_t(kFusedMaxShared);
 }
 
 // How a fused launch runs: the kernel for the model's logits per lane and down form (split down
@@ -474,25 +511,25 @@ struct FusedLaunch {
     int split_rows = 0;
     size_t shared = 0;
 };
-template <bool SPLIT>
+template <bool SPLIT, bool MMA>
 inline void (*fused_kernel(int per_lane))(FusedParams) {
-    return per_lane <= 1   ? moe_fused_single_kernel<1, SPLIT>
-           : per_lane <= 2 ? moe_fused_single_kernel<2, SPLIT>
-           : per_lane <= 4 ? moe_fused_single_kernel<4, SPLIT>
-           : per_lane <= 8 ? moe_fused_single_kernel<8, SPLIT>
-                           : moe_fused_single_kernel<kMaxExpert / 32, SPLIT>;
+    return per_lane <= 1   ? moe_fused_single_kernel<1, SPLIT, MMA>
+           : per_lane <= 2 ? moe_fused_single_kernel<2, SPLIT, MMA>
+           : per_lane <= 4 ? moe_fused_single_kernel<4, SPLIT, MMA>
+           : per_lane <= 8 ? moe_fused_single_kernel<8, SPLIT, MMA>
+                           : moe_fused_single_kernel<kMaxExpert / 32, SPLIT, MMA>;
 }
 inline FusedLaunch plan_fused(const FusedParams &p, FusedDown down) {
     const int per_lane = (p.n_expert + 31) / 32;
     FusedLaunch l;
     if (down == FusedDown::split && p.partial) {
-        l.kernel = fused_kernel<true>(per_lane);
+        l.kernel = fused_kernel<true, false>(per_lane);
         l.split_rows = fused_split_rows(p.k, p.d_ff, hp_cuda_gemv::device_sm_count());
     } else {
-        l.kernel = fused_kernel<false>(per_lane);
+        l.kernel = down == FusedDown::mma ? fused_kernel<false, true>(per_lane) : fused_kernel<false, false>(per_lane);
         l.stage_down = down == FusedDown::staged && fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, true).total <= size_t(kFusedMaxShared);
     }
-    l.shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, l.stage_down, l.split_rows).total;
+    l.shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, l.stage_down, l.split_rows, down == FusedDown::mma).total;
     return l;
 }
 
