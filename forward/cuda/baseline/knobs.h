@@ -335,7 +335,7 @@ static_assert(HP_CUDA_MOE_FUSED == 0 || HP_CUDA_MOE_FUSED == 1, "moe_fused: 0 or
 static_assert(HP_CUDA_MOE_FUSED_WARPS >= 1 && HP_CUDA_MOE_FUSED_WARPS <= 32, "moe_fused_warps: 1..32");
 static_assert(HP_CUDA_MOE_FUSED_UNROLL >= 1 && HP_CUDA_MOE_FUSED_UNROLL <= 16, "moe_fused_unroll: 1..16");
 static_assert(HP_CUDA_MOE_FUSED_STAGE_DOWN == 0 || HP_CUDA_MOE_FUSED_STAGE_DOWN == 1, "moe_fused_stage_down: 0 or 1");
-static_assert(HP_CUDA_MOE_FUSED_DOWN_UNROLL >= 1 && HP_CUDA_MOE_FUSED_DOWN_UNROLL <= 32, "moe_fused_down_unroll: 1..32");
+static_assert(HP_CUDA_MOE_FUSED_DOWN_UNROLL >= 2 && HP_CUDA_MOE_FUSED_DOWN_UNROLL <= 32, "moe_fused_down_unroll: 2..32 (moe_fused_down_mma takes two loads a unit)");
 static_assert(HP_CUDA_MOE_FUSED_DOWN_MMA == 0 || HP_CUDA_MOE_FUSED_DOWN_MMA == 1, "moe_fused_down_mma: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_SPLIT_DOWN == 0 || HP_CUDA_MOE_FUSED_SPLIT_DOWN == 1, "moe_fused_split_down: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_SPLIT_ALIGN >= 8 && HP_CUDA_MOE_FUSED_SPLIT_ALIGN % 8 == 0, "moe_fused_split_align: a positive multiple of 8");

@@ -399,6 +399,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     const int g = lane / 4, q = lane % 4, n_step_e = (n_chunk_f + 3) / 4, n_mma_unit = k * n_step_e;
     const int n_unit = MMA ? (warp < n_mma_unit ? (n_mma_unit - warp + W - 1) / W : 0) : (warp < n_pair ? (n_pair - warp + W - 1) / W : 0) * cpl;
     constexpr int kRound = MMA ? DU / 2 : DU;  // units per round of loads (an MMA unit is two loads)
+    static_assert(kRound >= 1, "moe_fused_down_mma needs moe_fused_down_unroll >= 2");
     uint4 wd[DU];
     int act_chunk[MMA ? kRound : 1];  // MMA: the unit's chunk of act, -1 past d_ff
     auto load_units = [&](int tile, int m0) {
@@ -406,7 +407,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
             const int64_t lo = min(tile * kTileRows + g, D - 1), hi = min(tile * kTileRows + g + 8, D - 1);
 #pragma unroll
             for (int u = 0; u < kRound; ++u) {
-                const int m = m0 + u, unit = warp + W * m, a = unit / n_step_e, c = (unit - a * n_step_e) * 4 + q;
+                const int m = m0 + u, unit = min(warp + W * m, n_mma_unit - 1);  // clamped: a < k even where off
+                const int a = unit / n_step_e, c = (unit - a * n_step_e) * 4 + q;
                 const bool on = m < n_unit;
                 const int64_t col = int64_t(min(c, n_chunk_f - 1)) * 8;
                 wd[2 * u] = on ? hp_cuda_gemv::load_stream(down_s[a] + lo * F + col) : zero;
