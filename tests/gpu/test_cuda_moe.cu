@@ -634,6 +634,8 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
         {1, 160, 4, 512, 64, Routing::skewed, true, true, false, true, false, 16, true},
         // split down with more chunks of a down row per block than a warp has lanes (264 items a block)
         {1, 16, 8, 64, 4352, Routing::random, true, true, false, true, false, 16, true},
+        // top-20: more experts than the block has warps (the partials' rows)
+        {1, 32, 20, 256, 64, Routing::random, true, true, false, true, false, 16, true},
     };
     uint32_t seed = 100;
     for (Case &c : cases) {  // the down forms: rows by register loads after gate/up (products by FMAs, on tensor cores), rows staged during it, split by gate/up items
