@@ -1023,9 +1023,9 @@ void log_step_trace(const BaselineState &state) {
 
 // HP_CUDA_MOE_FUSED_TRACE builds: the last step's fused MoE kernels, averaged over the layers: per
 // block the time to pass griddepcontrol.wait after it started, the router rows, barrier 1, the
-// routing, the gate/up rows, barrier 2 and down (split down: gate/up, its partials, barrier 2, the
-// tile sums); the kernel's span (first block past the wait to
-// the last block's end) and the gate/up phase's span (first block routed to the last one done).
+// routing, the gate/up rows, barrier 2 and down's parts (split down: gate/up, its partials, the
+// barrier, the tile sums); the kernel's span (first block past the wait to the last block's end)
+// and the gate/up phase's span (first block routed to the last one done).
 void log_moe_trace(const BaselineState &state) {
     constexpr int P = hp_cuda_moe::kFusedTracePoints;
     const size_t grid = size_t(hp_cuda_gemv::device_sm_count()), n_layer = size_t(state.model->config.n_layer);
