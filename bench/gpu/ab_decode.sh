@@ -5,6 +5,9 @@
 # Each plugin is benched twice, interleaved (A B C A B C), so the spread between the two runs of
 # one plugin says what a difference between plugins must exceed.
 #
+# Variants: bench/gpu/build_variant.sh builds the plugin with other knob values or a patch; copy them
+# into the stage (e.g. build/gpu-stage/var/) so that they travel with it to the GPU machine.
+#
 # usage: bench/gpu/ab_decode.sh OUT_DIR NAME=PLUGIN ... [-- extra bench args]
 #        (PLUGIN: a path, or NAME of lib/hotpass/forward/libhp_forward_cuda_NAME.so in the stage;
 #         logs and JSON go to OUT_DIR/ab_decode.tar.gz, the summary to stdout and OUT_DIR/summary.txt)
@@ -68,4 +71,10 @@ for entry in entries:
                                 for row in data["batches"]))
     print(f"{name}:\n  " + "\n  ".join(cells))
 EOF
+# What trace builds (HP_CUDA_*_TRACE) logged in their first run: the last step's phases.
+for entry in "${plugins[@]}"; do
+  name=${entry%%=*}
+  traces=$(grep -h " trace: " "$OUT_DIR/bench_${name}_1.log" 2>/dev/null | sed -E 's/^.*plugin: [^:]*: //' | tail -4)
+  if [ -n "$traces" ]; then printf '%s, trace log of run 1:\n%s\n' "$name" "$traces" | tee -a "$OUT_DIR/summary.txt"; fi
+done
 mkdir -p "$FINAL_DIR" && cp "$OUT_DIR/summary.txt" "$FINAL_DIR/" && tar -czf "$FINAL_DIR/ab_decode.tar.gz" -C "$OUT_DIR" .
