@@ -76,8 +76,10 @@ BuildOptions cuda_build_options() {
     BuildOptions options;
     const char *nvcc = std::getenv("HOTPASS_NVCC");
     options.compiler = nvcc && *nvcc ? nvcc : HOTPASS_NVCC_DEFAULT;
+    // --diag-error: a host function called from device code (e.g. std::max in a __host__ __device__
+    // helper) is a warning that fails on the device at run time; a candidate gets it as a build error.
     options.flags = {"-std=c++20", "-O3", "-shared", "-cudart=shared", "-Xcompiler=-fPIC,-fvisibility=hidden,-fno-gnu-unique",
-                     "-Xcompiler=-Wno-unused-parameter"};
+                     "-Xcompiler=-Wno-unused-parameter", "--diag-error=20011,20013,20014,20015"};
     std::istringstream archs(HOTPASS_CUDA_ARCHS_DEFAULT);  // "90a,90"
     std::string arch;
     while (std::getline(archs, arch, ',')) {
