@@ -109,7 +109,7 @@ struct Case {
     int down_tiles = 1;         // 16-row tiles per block of the grouped down
     bool single_route = false;  // single_token: the gate/up and down kernels route the token themselves (no routing kernel)
     bool fused = false;         // single_token: the fused kernel (moe_fused.cuh) computes the router logits and runs the whole FFN
-    moe::FusedDown down = moe::FusedDown::rows;  // fused: how down reads its rows (knobs moe_fused_stage_down, moe_fused_split_down)
+    moe::FusedDown down = moe::FusedDown::rows;  // fused: the down form (knobs moe_fused_down_mma, moe_fused_stage_down, moe_fused_split_down)
 };
 
 std::string describe(const Case &c) {
@@ -117,7 +117,7 @@ std::string describe(const Case &c) {
     return "n_token " + std::to_string(c.n_token) + ", experts " + std::to_string(c.n_expert) + " top-" + std::to_string(c.k) + ", d_model " +
            std::to_string(c.d_model) + ", d_ff " + std::to_string(c.d_ff) + ", " + routing + (c.norm_topk_prob ? ", norm_topk" : "") +
            (c.folded ? ", folded norm" : "") + (c.shared ? ", shared" : "") + (c.next_norm ? ", next norm" : "") +
-           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") + (c.fused ? (c.down == moe::FusedDown::staged ? ", fused kernel, staged down" : c.down == moe::FusedDown::split ? ", fused kernel, split down" : c.down == moe::FusedDown::mma ? ", fused kernel, down on tensor cores" : ", fused kernel") : "") +
+           (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") + (c.fused ? std::string(", fused kernel, ") + moe::fused_down_name(c.down) : "") +
            (c.down_tiles > 1 ? ", down tiles " + std::to_string(c.down_tiles) : "");
 }
 

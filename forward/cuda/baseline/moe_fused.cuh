@@ -146,11 +146,14 @@ __device__ inline void fused_grid_wait(unsigned long long *counter, unsigned lon
 }
 __device__ inline void fused_grid_sync(unsigned long long *counter) { fused_grid_wait(counter, fused_grid_arrive(counter)); }
 
-// How the down phase reads its weights: whole rows after the grid has done gate/up (by register
-// loads, or the block's first tile staged in shared memory during gate/up), or split by gate/up
-// items (moe_fused_split_down).
-// mma: rows by register loads, their products on tensor cores (moe_fused_down_mma).
+// How the down phase reads its weights: whole rows after the grid has done gate/up, by register
+// loads with their products by FMAs (rows) or on tensor cores (mma: moe_fused_down_mma), or the
+// block's first tile staged in shared memory during gate/up (staged: moe_fused_stage_down); or split
+// by gate/up items (split: moe_fused_split_down).
 enum class FusedDown { rows, mma, staged, split };
+inline const char *fused_down_name(FusedDown down) {
+    return down == FusedDown::mma ? "down on tensor cores" : down == FusedDown::staged ? "staged down" : down == FusedDown::split ? "split down" : "down rows";
+}
 constexpr FusedDown kFusedDownKnob = HP_CUDA_MOE_FUSED_SPLIT_DOWN   ? FusedDown::split
                                      : HP_CUDA_MOE_FUSED_STAGE_DOWN ? FusedDown::staged
                                      : HP_CUDA_MOE_FUSED_DOWN_MMA   ? FusedDown::mma
