@@ -4,7 +4,7 @@
 # membw, then `hotpass generate` at batch 1, then at batch 8. Prints a Markdown section (the
 # format of bench/RESULTS.md) on stdout; progress goes to stderr. To record a run:
 #
-#   bench/reference_cpu.sh [BUILD_DIR] >> bench/RESULTS.md      (BUILD_DIR default: build/bench)
+#   bench/reference_cpu.sh [BUILD_DIR] >> bench/RESULTS.md      (BUILD_DIR default: build/release)
 #
 # Roofline: a step reads every weight once, so at B tokens per step the ceiling is
 # B x bandwidth / bytes_read_per_token tokens/s (decode: B = batch; prefill of the whole prompt
@@ -14,7 +14,9 @@ set -euo pipefail
 export LC_ALL=C
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$repo/build/bench}" && pwd)
+build=${1:-$repo/build/release}
+[[ -d $build ]] || { echo "reference_cpu.sh: no build folder $build (scripts/setup.sh builds build/release)" >&2; exit 2; }
+build=$(cd "$build" && pwd)
 hotpass=$build/bin/hotpass
 membw=$build/bin/membw
 model=${MODEL:-preset:llama-300m}

@@ -13,4 +13,15 @@ mkdir -p build/quickstart
 $bin optimize --out build/quickstart "$@"
 echo
 echo "report: build/quickstart/report.md"
-$bin generate --model preset:tiny-llama --tokens 1,2,3 -n 16
+# Decode with what the campaign promoted, on its model: the winner's plugin, or the baseline
+# when no candidate beat it (then there is no winner/ folder).
+model=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["campaign"]["model"])' build/quickstart/report.json 2>/dev/null || echo preset:tiny-llama)
+winner=$(find build/quickstart/winner -maxdepth 1 -name 'libhp_candidate_*.so' 2>/dev/null | head -1)
+echo
+if [ -n "$winner" ]; then
+  echo "16 tokens from the winner ($winner) on $model:"
+  $bin generate --model "$model" --forward "$winner" --tokens 1,2,3 -n 16
+else
+  echo "16 tokens from the baseline (the campaign's incumbent) on $model:"
+  $bin generate --model "$model" --tokens 1,2,3 -n 16
+fi

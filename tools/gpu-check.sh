@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine does it all: build (unless a carried build is present), run the GPU
 # tests (ctest -L gpu), the external transformers check, the decode benchmark and its transformers
-# peer, write bench/gpu/RESULTS.md, and print a short table last.
+# peer, write OUT_DIR/RESULTS.md (the section to add to bench/gpu/RESULTS.md), and print a short table last.
 #
 # usage: tools/gpu-check.sh [OUT_DIR]     (OUT_DIR defaults to $OUT or ./out/gpu-check)
 #        tools/gpu-check.sh --stage        (here, after building build/cuda: copy the stripped

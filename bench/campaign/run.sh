@@ -2,12 +2,13 @@
 # The campaign figures of issue 6: the same budget with two tiers, with the slow tier only, and
 # with an executor restarted per candidate (experiments per hour). Each run is a real
 # `hotpass optimize` into its own store; the script prints one line per run and leaves the reports
-# under $OUT. Usage: bench/campaign/run.sh [BUDGET] [MODEL]   (defaults: 20m, auto)
+# under $OUT. Usage: bench/campaign/run.sh [BUDGET] [MODEL]   (defaults: 20m, auto); env HOTPASS (build/release/bin/hotpass), OUT
 set -euo pipefail
 budget=${1:-20m}
 model=${2:-auto}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-hotpass=${HOTPASS:-$root/build/campaign/bin/hotpass}
+hotpass=${HOTPASS:-$root/build/release/bin/hotpass}
+[[ -x $hotpass ]] || { echo "bench/campaign/run.sh: $hotpass missing (scripts/setup.sh builds build/release; HOTPASS=PATH picks another)" >&2; exit 2; }
 out=${OUT:-/tmp/hotpass-bench-campaign}
 mkdir -p "$out"
 run() {

@@ -23,6 +23,7 @@
 #include "hotpass/campaign/workload_shapes.h"
 #include "hotpass/core/clock.h"
 #include "hotpass/core/hash.h"
+#include "hotpass/model/model.h"
 #include "hotpass/store/objects.h"
 #include "hotpass/store/store.h"
 #include "hotpass/tune/evaluate.h"
@@ -226,6 +227,9 @@ Status CampaignRun::setup() {
         if (spec.kind == "llm") HP_TRY(agents::validate_llm_config(options_.llm));
     }
     if (options_.device != "cpu" && options_.device != "cuda") return error("unknown device '{}': cpu or cuda", options_.device);
+    // So is the model: a typo would otherwise spend the budget restarting executors that cannot load it.
+    if (Status model = model::check_model_spec(options_.model); !model.ok()) return error("--model {}: {}", options_.model, model.error());
+    if (!options_.out.empty()) HP_TRY(check_report_dir(options_.out));
     if (options_.baseline_source.empty()) options_.baseline_source = default_baseline_source(options_.device);
     auto manifest = agents::load_knob_manifest(options_.baseline_source / "knobs.json");
     if (!manifest.ok()) return Error{manifest.error()};
@@ -776,12 +780,20 @@ Result<CampaignSummary> CampaignRun::run() {
     }
     stopping_ = true;
     wake_.notify_all();
-    progress_->event(all_done ? "every agent has stopped and every candidate is evaluated"
-                              : "budget spent; waiting for the agents and the build in progress");
+    progress_->event(all_done                  ? "every agent has stopped and every candidate is evaluated"
+                     : stop_ && stop_->load() ? "stopped by a signal; waiting for the agents and the build in progress"
+                                              : "budget spent; waiting for the agents and the build in progress");
     for (std::thread &thread : threads) thread.join();
     (void)store_->set_elapsed(campaign_.id, elapsed());
     // Candidates built or queued but never evaluated stay in the store (a resume picks them up).
     final_check();
+    // The executors' sockets and logs (their failures are in the store's verdicts by now).
+    fast_.reset();
+    slow_.reset();
+    for (const char *name : {"fast", "slow", "final"}) {
+        std::error_code code;
+        fs::remove_all(fs::temp_directory_path() / fmt::format("hotpass-campaign-{}-{}-{}", campaign_.id, getpid(), name), code);
+    }
     (void)store_->set_campaign_status(campaign_.id, stop_ && stop_->load() ? "stopped" : "finished");
     (void)store_->set_elapsed(campaign_.id, elapsed());
     progress_->finish();

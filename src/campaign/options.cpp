@@ -1,10 +1,16 @@
 #include "hotpass/campaign/options.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 namespace hp::campaign {
 namespace fs = std::filesystem;
+
+namespace {
+constexpr double kMaxBudgetSeconds = 30 * 86400.0;
+constexpr int kMaxBudgetCandidates = 1000000;
+}  // namespace
 
 fs::path default_baseline_source(const std::string &device) {
     const fs::path relative = fs::path("forward") / (device == "cuda" ? "cuda" : "cpu") / "baseline";
@@ -71,12 +77,19 @@ Result<Budget> parse_budget(const std::string &spec) {
             return error("--budget: cannot read '{}' (e.g. 3m, 90s, 1h, 40 candidates, or 3m,40)", item);
         }
         const std::string unit = item.substr(used);
-        if (unit.empty() || unit == "c") budget.candidates = int(value);
+        if (!std::isfinite(value)) return error("--budget: '{}' is not a finite number", item);
+        if (value < 0) return error("--budget: negative '{}'", item);
+        if (unit.empty() || unit == "c") {
+            if (value != std::floor(value) || value > kMaxBudgetCandidates) {
+                return error("--budget: '{}' is not a whole number of candidates up to {}", item, kMaxBudgetCandidates);
+            }
+            budget.candidates = int(value);
+        }
         else if (unit == "s") budget.seconds = value;
         else if (unit == "m" || unit == "min") budget.seconds = value * 60;
         else if (unit == "h") budget.seconds = value * 3600;
         else return error("--budget: unknown unit '{}' in '{}'", unit, item);
-        if (value < 0) return error("--budget: negative '{}'", item);
+        if (budget.seconds > kMaxBudgetSeconds) return error("--budget: '{}' is more than 30 days", item);
     }
     if (budget.seconds == 0 && budget.candidates == 0) return error("--budget: give a time (3m) and/or a candidate count");
     return budget;

@@ -268,9 +268,23 @@ std::string render_report_svg(const json &r) {
     return svg;
 }
 
+Status check_report_dir(const fs::path &out) {
+    std::error_code code;
+    if (fs::exists(out, code) && !fs::is_directory(out, code)) return error("--out {}: exists and is not a folder", out.string());
+    const fs::path winner = out / "winner";
+    if (!fs::exists(winner, code) || (fs::is_directory(winner, code) && fs::is_empty(winner, code))) return {};
+    // A winner folder written by write_report: its candidate.json names the winner and its campaign.
+    auto text = read_text_file(winner / "candidate.json");
+    const json metadata = text.ok() ? json::parse(*text, nullptr, false) : json();
+    if (metadata.is_object() && metadata.contains("hash") && metadata.contains("campaign")) return {};
+    return error("{} holds files hotpass did not write (a report replaces winner/ there); choose another --out or move them",
+                 winner.string());
+}
+
 Result<ReportFiles> write_report(store::Store &store, int64_t campaign_id, const store::ObjectStore &objects, const fs::path &out) {
     auto report = campaign_report(store, campaign_id);
     if (!report.ok()) return Error{report.error()};
+    HP_TRY(check_report_dir(out));
     std::error_code code;
     fs::create_directories(out, code);
     if (code) return error("cannot create {}: {}", out.string(), code.message());

@@ -123,4 +123,14 @@ Result<CampaignTraffic> load_campaign_traffic(const std::string &spec) {
     return out;
 }
 
+Result<std::vector<tune::Shape>> load_executor_shapes(const std::string &path, bool fast_tier) {
+    auto text = read_text_file(path);
+    if (!text.ok()) return Error{text.error()};
+    const auto json = nlohmann::json::parse(*text, nullptr, false);
+    if (!json.is_discarded() && !(json.is_object() && json.contains("schema"))) return tune::parse_shapes(json);
+    auto traffic = load_campaign_traffic(path);  // a trace (not JSON), a workload or a profile (a "schema")
+    if (!traffic.ok()) return Error{traffic.error()};
+    return fast_tier ? traffic->fast_shapes : traffic->slow_shapes;
+}
+
 }  // namespace hp::campaign

@@ -51,17 +51,26 @@ Result<std::string> read_text_file(const std::filesystem::path &path) {
 }
 
 Status write_file_atomic(const std::filesystem::path &path, std::string_view contents) {
+    std::error_code code;
+    if (std::filesystem::is_directory(path, code)) return error("cannot write {}: it is a folder (give a file name)", path.string());
     const std::filesystem::path temporary = path.string() + ".tmp";
     {
         std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
         if (!out) return error("cannot create {}: {}", temporary.string(), std::strerror(errno));
         out.write(contents.data(), std::streamsize(contents.size()));
         out.flush();
-        if (!out) return error("cannot write {}: {}", temporary.string(), std::strerror(errno));
+        if (!out) {
+            const int saved = errno;
+            std::filesystem::remove(temporary, code);
+            return error("cannot write {}: {}", temporary.string(), std::strerror(saved));
+        }
     }
-    std::error_code code;
     std::filesystem::rename(temporary, path, code);
-    if (code) return error("cannot rename {} to {}: {}", temporary.string(), path.string(), code.message());
+    if (code) {
+        const std::string why = code.message();
+        std::filesystem::remove(temporary, code);  // nothing is left behind
+        return error("cannot rename {} to {}: {}", temporary.string(), path.string(), why);
+    }
     return Status::success();
 }
 

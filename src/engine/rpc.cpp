@@ -95,7 +95,14 @@ Result<int> listen_unix(const std::filesystem::path &path) {
     if (!address.ok()) return Error{address.error()};
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return error("socket: {}", std::strerror(errno));
-    ::unlink(path.c_str());
+    // A stale socket from an earlier executor is replaced; any other file there is not ours to delete.
+    if (struct stat existing; ::lstat(path.c_str(), &existing) == 0) {
+        if (!S_ISSOCK(existing.st_mode)) {
+            ::close(fd);
+            return error("cannot listen on {}: it exists and is not a socket", path.string());
+        }
+        ::unlink(path.c_str());
+    }
     const mode_t previous = ::umask(0077);  // the socket file is created owner-only
     const int bound = ::bind(fd, reinterpret_cast<const sockaddr *>(&*address), sizeof(sockaddr_un));
     ::umask(previous);

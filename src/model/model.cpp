@@ -203,6 +203,15 @@ std::shared_ptr<void> map_tensor_memory(size_t n_byte, bool huge_pages) {
     return std::shared_ptr<void>(start, [mapped](void *ptr) { munmap(ptr, mapped); });
 }
 
+Status check_model_spec(std::string_view spec) {
+    if (spec.starts_with("preset:")) {
+        auto config = preset_config(spec.substr(7));
+        return config.ok() ? Status::success() : Status(Error{config.error()});
+    }
+    auto model = load_model(std::filesystem::path(spec));
+    return model.ok() ? Status::success() : Status(Error{model.error()});
+}
+
 Result<Model> open_model(std::string_view spec, const SyntheticOptions &options) {
     if (!spec.starts_with("preset:")) return load_model(std::filesystem::path(spec));
     auto config = preset_config(spec.substr(7));

@@ -133,7 +133,7 @@ Result<ModelConfig> build(std::string_view name) {
 
 const std::vector<PresetInfo> &preset_list() {
     static const std::vector<PresetInfo> presets = {
-        {"tiny-llama", "Llama, 4 layers, d_model 256, GQA 8/2, tied embeddings (6.6 MB bf16)"},
+        {"tiny-llama", "Llama, 4 layers, d_model 256, GQA 8/2, tied embeddings"},
         {"tiny-llama3", "Llama with llama3 RoPE scaling, q/k/v/o and MLP biases, tied"},
         {"tiny-qwen2", "Qwen2, q/k/v biases"},
         {"tiny-qwen3", "Qwen3, per-head q/k RMSNorm, head_dim 48 != d_model/n_head"},

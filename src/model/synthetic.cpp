@@ -59,6 +59,14 @@ Status write_checkpoint(const ModelConfig &config, const SyntheticOptions &optio
     std::error_code code;
     std::filesystem::create_directories(dir, code);
     if (code) return error("cannot create {}: {}", dir.string(), code.message());
+    // The weights of a checkpoint written there before go first: a stale index or shard would be
+    // read instead of (or beside) the new weights.
+    for (const auto &entry : std::filesystem::directory_iterator(dir, code)) {
+        const std::string name = entry.path().filename().string();
+        const bool weights = name == "model.safetensors" || name == "model.safetensors.index.json" ||
+                             (name.starts_with("model-") && name.ends_with(".safetensors")) || name.ends_with(".safetensors.tmp");
+        if (weights && !std::filesystem::remove(entry.path(), code)) return error("cannot remove the old {}: {}", entry.path().string(), code.message());
+    }
     ModelConfig written = config;
     written.dtype = options.dtype;
     HP_TRY(write_file_atomic(dir / "config.json", config_to_json(written)));

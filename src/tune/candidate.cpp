@@ -15,10 +15,13 @@ Result<Candidate> load_candidate(const std::filesystem::path &dir) {
     auto text = read_text_file(metadata_path);
     if (!text.ok()) return Error{text.error()};
     const auto json = nlohmann::json::parse(*text, nullptr, false);
-    if (json.is_discarded() || !json.is_object()) return error("{}: not a JSON object", metadata_path.string());
-    candidate.parent = json.value("parent", "");
-    candidate.agent = json.value("agent", "");
-    candidate.notes = json.value("notes", "");
+    if (json.is_discarded()) return error("{}: not valid JSON", metadata_path.string());
+    if (!json.is_object()) return error("{}: expected an object {{\"parent\", \"agent\", \"knobs\", \"notes\"}}", metadata_path.string());
+    for (auto [key, field] : {std::pair{"parent", &candidate.parent}, {"agent", &candidate.agent}, {"notes", &candidate.notes}}) {
+        if (!json.contains(key) || json[key].is_null()) continue;
+        if (!json[key].is_string()) return error("{}: '{}' must be a string, not {}", metadata_path.string(), key, json[key].dump());
+        *field = json[key].get<std::string>();
+    }
     if (json.contains("knobs")) {
         if (!json["knobs"].is_object()) return error("{}: 'knobs' must be an object", metadata_path.string());
         for (auto item = json["knobs"].begin(); item != json["knobs"].end(); ++item) {

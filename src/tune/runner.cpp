@@ -9,18 +9,48 @@ namespace hp::tune {
 
 using nlohmann::json;
 
-std::vector<Shape> parse_shapes(const json &workload) {
+Result<std::vector<Shape>> parse_shapes(const json &workload) {
+    if (!workload.is_object() || !workload.contains("shapes") || !workload["shapes"].is_array()) {
+        return error("expected {{\"shapes\": [{{\"decode_batch\", \"decode_kv\", \"prefill\": [...], \"weight\", \"name\"}}]}}");
+    }
+    const json &items = workload["shapes"];
     std::vector<Shape> shapes;
-    for (const json &item : workload.value("shapes", json::array())) {
+    for (size_t i = 0; i < items.size(); ++i) {
+        const json &item = items[i];
+        if (!item.is_object()) return error("shapes[{}]: not an object", i);
+        // A count is a non-negative integer no larger than a step could be; absent means 0.
+        auto count = [&](const json &value, const std::string &what, int &out) -> Status {
+            if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > (1 << 24)) {
+                return error("shapes[{}].{}: expected an integer from 0 to {}, got {}", i, what, 1 << 24, value.dump());
+            }
+            out = int(value.get<int64_t>());
+            return {};
+        };
         Shape shape;
-        shape.decode_batch = item.value("decode_batch", 0);
-        shape.decode_kv = item.value("decode_kv", 0);
-        shape.prefill = item.value("prefill", std::vector<int>{});
-        shape.weight = item.value("weight", 1.0);
-        shape.name = item.value("name", fmt::format("decode {}x{} prefill [{}]", shape.decode_batch, shape.decode_kv,
-                                                    fmt::join(shape.prefill, ",")));
+        if (item.contains("decode_batch")) HP_TRY(count(item["decode_batch"], "decode_batch", shape.decode_batch));
+        if (item.contains("decode_kv")) HP_TRY(count(item["decode_kv"], "decode_kv", shape.decode_kv));
+        if (item.contains("prefill")) {
+            if (!item["prefill"].is_array()) return error("shapes[{}].prefill: expected an array of prompt lengths", i);
+            for (size_t j = 0; j < item["prefill"].size(); ++j) {
+                int tokens = 0;
+                HP_TRY(count(item["prefill"][j], fmt::format("prefill[{}]", j), tokens));
+                if (tokens == 0) return error("shapes[{}].prefill[{}]: a prompt has at least one token", i, j);
+                shape.prefill.push_back(tokens);
+            }
+        }
+        if (shape.decode_batch == 0 && shape.prefill.empty()) return error("shapes[{}]: neither decode_batch nor prefill", i);
+        if (item.contains("weight")) {
+            if (!item["weight"].is_number() || !std::isfinite(item["weight"].get<double>()) || item["weight"].get<double>() <= 0) {
+                return error("shapes[{}].weight: expected a positive number, got {}", i, item["weight"].dump());
+            }
+            shape.weight = item["weight"].get<double>();
+        }
+        if (item.contains("name") && !item["name"].is_string()) return error("shapes[{}].name: expected a string", i);
+        shape.name = item.contains("name") ? item["name"].get<std::string>()
+                                           : fmt::format("decode {}x{} prefill [{}]", shape.decode_batch, shape.decode_kv, fmt::join(shape.prefill, ","));
         shapes.push_back(std::move(shape));
     }
+    if (shapes.empty()) return error("\"shapes\" is empty");
     return shapes;
 }
 

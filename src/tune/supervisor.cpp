@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -21,14 +23,26 @@ Supervisor::Supervisor(ExecutorLaunch launch) : launch_(std::move(launch)) {
         std::error_code code;
         launch_.hotpass_binary = fs::read_symlink("/proc/self/exe", code);
     }
-    if (launch_.work_dir.empty()) launch_.work_dir = fs::temp_directory_path() / fmt::format("hotpass-{}", getpid());
-    fs::create_directories(launch_.work_dir);
+    if (launch_.work_dir.empty()) {  // its own folder, removed with it
+        static std::atomic<int> n_default{0};
+        launch_.work_dir = fs::temp_directory_path() / fmt::format("hotpass-{}-{}", getpid(), n_default++);
+        owns_work_dir_ = true;
+    }
+    std::error_code code;
+    fs::create_directories(launch_.work_dir, code);
 }
 
-Supervisor::~Supervisor() { stop(); }
+Supervisor::~Supervisor() {
+    stop();
+    std::error_code code;
+    if (owns_work_dir_) fs::remove_all(launch_.work_dir, code);
+}
 
 Status Supervisor::ensure_started() {
     if (pid_ > 0) return Status::success();
+    std::error_code code;
+    fs::create_directories(launch_.work_dir, code);  // a caller may share the folder and have removed it
+    if (code) return error("cannot create {}: {}", launch_.work_dir.string(), code.message());
     const double start = now_seconds();
     const fs::path socket = launch_.work_dir / fmt::format("executor-{}.sock", n_start_);
     const fs::path log = launch_.work_dir / "executor.log";
@@ -47,9 +61,17 @@ Status Supervisor::ensure_started() {
     std::vector<char *> argv;
     for (auto &arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
+    const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) return error("fork: {}", std::strerror(errno));
     if (pid == 0) {
+        // Its own process group: a terminal's Ctrl-C reaches hotpass, which decides, not the
+        // executor mid-candidate (that would be recorded as the candidate's crash). It still dies
+        // with hotpass (a hanging candidate would otherwise spin on with no deadline to stop it).
+        // The death signal follows the forking thread: supervisors are driven from one thread.
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
         const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (fd >= 0) dup2(fd, STDERR_FILENO);
         const int null_fd = ::open("/dev/null", O_RDWR);

@@ -1,9 +1,12 @@
 // The adversarial suite: every candidate in candidates/ must get its verdict, and the supervisor
 // that evaluated it must still evaluate the next honest candidate correctly.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 
 #include "hotpass/tune/evaluate.h"
 
@@ -220,6 +223,63 @@ TEST_F(Adversarial, ExecutorIsRecycledAfterMaxLoads) {
         ASSERT_TRUE(evaluation.verdict.correct()) << evaluation.verdict.reason;
     }
     EXPECT_GE(fast_->n_start(), starts + 1);  // max_loads = 8
+}
+
+// A process that is gone or a zombie (its parent died and nothing reaped it yet).
+bool process_gone(pid_t pid) {
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string pid_field, name, state;
+    if (!(stat >> pid_field >> name >> state)) return true;
+    return state == "Z" || state == "X";
+}
+
+// The terminal's Ctrl-C goes to the foreground process group: the executor is outside it, so an
+// interrupted campaign decides what happens to the candidate in flight, not the signal.
+TEST_F(Adversarial, ExecutorIsOutsideTheCallersProcessGroup) {
+    ASSERT_TRUE(fast_->ensure_started().ok());
+    ASSERT_GT(fast_->pid(), 0);
+    EXPECT_EQ(getpgid(fast_->pid()), fast_->pid());
+    EXPECT_NE(getpgid(fast_->pid()), getpgrp());
+}
+
+// ... and still dies with the process that started it (no orphan spinning on a hanging candidate),
+// even while its connection stays open: a forked holder keeps the socket, so only the death signal
+// can end it.
+TEST_F(Adversarial, ExecutorDiesWithTheProcessThatStartedIt) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        close(fds[0]);
+        ExecutorLaunch own = launch(2);
+        own.work_dir = kWork / "executor-orphan";  // its own socket, not the suite's executor's
+        Supervisor supervisor(own);
+        const pid_t executor = supervisor.ensure_started().ok() ? supervisor.pid() : -1;
+        const pid_t holder = fork();
+        if (holder == 0) {
+            sleep(60);
+            _exit(0);
+        }
+        const pid_t pids[2] = {executor, holder};
+        (void)!write(fds[1], pids, sizeof pids);
+        _exit(0);  // no destructor: the supervisor does not stop it
+    }
+    close(fds[1]);
+    pid_t pids[2] = {-1, -1};
+    ASSERT_EQ(read(fds[0], pids, sizeof pids), ssize_t(sizeof pids));
+    close(fds[0]);
+    waitpid(child, nullptr, 0);
+    const pid_t executor = pids[0];
+    ASSERT_GT(executor, 0);
+    bool gone = false;
+    for (int i = 0; i < 300 && !gone; ++i) {  // up to 30 s on a loaded machine
+        gone = process_gone(executor);
+        if (!gone) usleep(100 * 1000);
+    }
+    EXPECT_TRUE(gone) << "executor " << executor << " outlived the process that started it";
+    if (!gone) kill(executor, SIGKILL);
+    if (pids[1] > 0) kill(pids[1], SIGKILL);
 }
 
 }  // namespace

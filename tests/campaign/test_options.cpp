@@ -16,6 +16,9 @@ TEST(CampaignOptions, ParsesBudgets) {
     EXPECT_FALSE(parse_budget("3x").ok());
     EXPECT_FALSE(parse_budget("").ok());
     EXPECT_FALSE(parse_budget("soon").ok());
+    // Not finite, not whole, or beyond what a campaign could mean: errors, not a garbled clock.
+    for (const char *bad : {"infh", "nan", "inf", "1e9h", "31d", "2.5", "-3m", "2000000"}) EXPECT_FALSE(parse_budget(bad).ok()) << bad;
+    EXPECT_DOUBLE_EQ(parse_budget("720h").value().seconds, 720 * 3600.0);
 }
 
 TEST(CampaignOptions, ParsesAgentSpecs) {

@@ -81,6 +81,20 @@ TEST(CampaignReport, WritesWinnerReportAndChartFromTheStore) {
     EXPECT_EQ(metadata["parent"], "aaaa1111");
     EXPECT_EQ(metadata["knobs"]["HP_GEMV_TOKENS"], "2");
 
+    // A second report into the same folder replaces the winner folder it wrote.
+    ASSERT_TRUE(write_report(*store, id, objects, root / "out").ok());
+    // One that is not its own is left alone, and the report is refused (before a campaign: check_report_dir).
+    fs::create_directories(root / "mine" / "winner");
+    std::ofstream(root / "mine" / "winner" / "important.txt") << "mine";
+    EXPECT_FALSE(check_report_dir(root / "mine").ok());
+    auto refused = write_report(*store, id, objects, root / "mine");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().find("did not write"), std::string::npos) << refused.error();
+    EXPECT_TRUE(fs::exists(root / "mine" / "winner" / "important.txt"));
+    std::ofstream(root / "a-file") << "x";
+    EXPECT_FALSE(check_report_dir(root / "a-file").ok());
+    EXPECT_TRUE(check_report_dir(root / "not-yet").ok());
+
     auto rows = leaderboard(*store, id).value();
     ASSERT_EQ(rows.size(), 3u);
     EXPECT_EQ(rows[2].candidate.hash, "cccc3333") << "fast-tier-only candidates rank below slow-tier ones";

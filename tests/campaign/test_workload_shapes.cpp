@@ -1,8 +1,12 @@
 #include "hotpass/campaign/workload_shapes.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <numeric>
+
+#include "hotpass/core/mapped_file.h"
+#include "hotpass/traffic/workload_json.h"
 
 namespace hp::campaign {
 namespace {
@@ -62,6 +66,36 @@ TEST(WorkloadShapes, TheDefaultChatTrafficGivesATwoTierWorkload) {
     EXPECT_GE(traffic->slow_shapes.size(), traffic->fast_shapes.size());
     for (const auto &shape : traffic->slow_shapes) EXPECT_LE(kv_tokens(shape), ShapeLimits{}.max_kv_tokens) << shape.name;
     EXPECT_FALSE(load_campaign_traffic("no-such-preset").ok());
+}
+
+// `hotpass submit --workload` takes the executor's own shapes and the traffic command's files
+// alike (it used to abort on a `hotpass traffic workload` file).
+TEST(WorkloadShapes, SubmitTakesExecutorShapesAndTrafficWorkloads) {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("hotpass-shapes-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    auto chat = load_campaign_traffic("chat");
+    ASSERT_TRUE(chat.ok()) << chat.error();
+
+    ASSERT_TRUE(write_file_atomic(dir / "workload.json", traffic::workload_to_json(chat->slow)).ok());
+    auto fast = load_executor_shapes((dir / "workload.json").string(), true);
+    auto slow = load_executor_shapes((dir / "workload.json").string(), false);
+    ASSERT_TRUE(fast.ok()) << fast.error();
+    ASSERT_TRUE(slow.ok()) << slow.error();
+    EXPECT_EQ(slow->size(), chat->slow_shapes.size());
+    EXPECT_LE(fast->size(), size_t(traffic::kMaxShapesFast));
+
+    ASSERT_TRUE(write_file_atomic(dir / "shapes.json", tune::shapes_to_json(chat->fast_shapes).dump()).ok());
+    auto own = load_executor_shapes((dir / "shapes.json").string(), true);
+    ASSERT_TRUE(own.ok()) << own.error();
+    ASSERT_EQ(own->size(), chat->fast_shapes.size());
+    EXPECT_EQ((*own)[0].name, chat->fast_shapes[0].name);
+
+    ASSERT_TRUE(write_file_atomic(dir / "bad.json", R"({"shapes": [{"decode_batch": "4"}]})").ok());
+    auto bad = load_executor_shapes((dir / "bad.json").string(), true);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().find("decode_batch"), std::string::npos) << bad.error();
+    EXPECT_FALSE(load_executor_shapes((dir / "missing.json").string(), true).ok());
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -99,6 +99,20 @@ TEST(ModelLoading, MissingFilesAreClearErrors) {
     EXPECT_NE(model.error().find("no model.safetensors or model.safetensors.index.json"), std::string::npos);
 }
 
+TEST(ModelLoading, CheckModelSpecTakesWhatOpenModelTakes) {
+    EXPECT_TRUE(check_model_spec("preset:tiny-llama").ok());
+    EXPECT_TRUE(check_model_spec("preset:qwen3-30b-a3b").ok());  // looked up, not generated
+    const Status unknown = check_model_spec("preset:tiny-lama");
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_NE(unknown.error().find("unknown preset"), std::string::npos) << unknown.error();
+    EXPECT_FALSE(check_model_spec("/nonexistent/model").ok());
+    const fs::path dir = temp_dir("spec");
+    ASSERT_TRUE(write_checkpoint(*preset_config("tiny-llama"), SyntheticOptions{}, dir).ok());
+    EXPECT_TRUE(check_model_spec(dir.string()).ok());
+    fs::resize_file(dir / "model.safetensors", 1000);  // truncated
+    EXPECT_FALSE(check_model_spec(dir.string()).ok());
+}
+
 TEST(ModelLoading, ShardedCheckpointLoadsLikeTheSingleFile) {
     auto config = preset_config("tiny-moe");
     const fs::path single = temp_dir("single"), sharded = temp_dir("sharded");
@@ -132,6 +146,23 @@ TEST(ModelLoading, ShardedCheckpointLoadsLikeTheSingleFile) {
     EXPECT_NE(broken.error().find("tensor 'model.norm.weight' is in " + holder + " but the index says " + other),
               std::string::npos)
         << broken.error();
+
+    // Rewriting the folder as a single file (another seed) leaves no stale index or shard to be
+    // read in its place.
+    options.seed = 8;
+    options.max_shard_bytes = SyntheticOptions{}.max_shard_bytes;
+    ASSERT_TRUE(write_checkpoint(*config, options, sharded).ok());
+    EXPECT_FALSE(fs::exists(sharded / "model.safetensors.index.json"));
+    EXPECT_EQ(std::distance(fs::directory_iterator(sharded), fs::directory_iterator()), 3);  // config, generation_config, weights
+    ASSERT_TRUE(write_checkpoint(*config, options, single).ok());
+    auto rewritten = load_model(sharded);
+    auto expected = load_model(single);
+    ASSERT_TRUE(rewritten.ok()) << rewritten.error();
+    ASSERT_TRUE(expected.ok()) << expected.error();
+    for (size_t i = 0; i < expected->tensors.size(); ++i) {
+        ASSERT_EQ(std::memcmp(rewritten->tensors[i].data, expected->tensors[i].data, expected->tensors[i].n_byte), 0)
+            << expected->tensors[i].spec.name;
+    }
 }
 
 TEST(ModelLoading, PresetInMemoryMatchesTheWrittenCheckpoint) {

@@ -87,6 +87,17 @@ TEST(TrafficCli, BadInputIsExitCodeTwo) {
     EXPECT_EQ(run("traffic watch " + bad + " --window 0s").exit_code, 2);
 }
 
+// What the command-line parser rejects is bad usage too: exit 2 like the commands' own checks, not
+// CLI11's internal codes (104-109).
+TEST(TrafficCli, ParserErrorsAreExitCodeTwo) {
+    EXPECT_EQ(run("traffic drift --bogus").exit_code, 2);           // unknown flag
+    EXPECT_EQ(run("traffic drift").exit_code, 2);                   // missing argument
+    EXPECT_EQ(run("traffic profile x.csv --max-batch abc").exit_code, 2);  // value does not parse
+    EXPECT_EQ(run("no-such-command").exit_code, 2);
+    EXPECT_EQ(run("").exit_code, 2);                                // a subcommand is required
+    EXPECT_EQ(run("--version").exit_code, 0);
+}
+
 TEST(TrafficCli, HelpTeachesWithAnExample) {
     for (const char *command : {"profile", "drift", "watch", "synth", "workload"}) {
         CliRun help = run(std::string("traffic ") + command + " --help");

@@ -89,6 +89,26 @@ TEST_F(BuilderTest, FailuresComeBackAsData) {
     auto bad_knob = load_candidate(root / "badjson");
     ASSERT_FALSE(bad_knob.ok());
     EXPECT_NE(bad_knob.error().find("must be an identifier"), std::string::npos);
+
+    // Wrong types and broken JSON are errors that say so, not exceptions.
+    const std::pair<const char *, const char *> malformed[] = {
+        {R"({"notes": 5})", "'notes' must be a string"},
+        {R"({"parent": {"hash": "x"}})", "'parent' must be a string"},
+        {R"({"agent": [1]})", "'agent' must be a string"},
+        {R"({"notes": "x",)", "not valid JSON"},
+        {R"([1, 2])", "expected an object"},
+    };
+    for (const auto &[text, message] : malformed) {
+        std::ofstream(root / "badjson" / "candidate.json", std::ios::trunc) << text;
+        auto loaded = load_candidate(root / "badjson");
+        ASSERT_FALSE(loaded.ok()) << text;
+        EXPECT_NE(loaded.error().find(message), std::string::npos) << text << ": " << loaded.error();
+    }
+    std::ofstream(root / "badjson" / "candidate.json", std::ios::trunc) << R"({"notes": null, "parent": "abc"})";
+    auto null_notes = load_candidate(root / "badjson");
+    ASSERT_TRUE(null_notes.ok()) << null_notes.error();
+    EXPECT_EQ(null_notes->parent, "abc");
+    EXPECT_EQ(null_notes->notes, "");
 }
 
 }  // namespace

@@ -18,7 +18,14 @@ namespace hp::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
+// The first Ctrl-C (or SIGTERM) stops the campaign after the evaluation in progress, which then
+// counts as run (the executors sit in their own process group, so the terminal's SIGINT does not
+// kill them mid-candidate); a second one quits at once, and `--resume` marks that candidate lost.
+void on_signal(int) {
+    if (g_stop.exchange(true)) _exit(130);
+    constexpr char kMessage[] = "\nhotpass: stopping after the evaluation in progress (Ctrl-C again quits now)\n";
+    (void)!write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+}
 
 struct OptimizeArgs {
     std::string model = "auto";
@@ -57,6 +64,11 @@ std::string auto_model(const campaign::Budget &budget, const std::string &device
 }
 
 int run_optimize(const OptimizeArgs &args) {
+    if (args.resume && (args.model != "auto" || args.traffic != "chat")) {
+        fmt::print(stderr, "error: --resume {} continues with the model and traffic the campaign started with; leave out --model and --traffic\n",
+                   args.resume);
+        return 2;
+    }
     campaign::CampaignOptions options;
     options.budget_given = !args.budget.empty();
     auto budget = campaign::parse_budget(args.budget.empty() ? "3m" : args.budget);
@@ -130,8 +142,14 @@ int run_optimize(const OptimizeArgs &args) {
     return 0;
 }
 
+// The store the read-only commands look at: it must exist (only a campaign creates one).
 Result<std::unique_ptr<store::Store>> open_store(const std::string &path) {
-    return store::Store::open(path.empty() ? campaign::default_store_path() : std::filesystem::path(path));
+    const std::filesystem::path file = path.empty() ? campaign::default_store_path() : std::filesystem::path(path);
+    std::error_code code;
+    if (!std::filesystem::is_regular_file(file, code)) {
+        return error("no store at {} (`hotpass optimize` creates one; --store or $HOTPASS_STORE names another)", file.string());
+    }
+    return store::Store::open(file);
 }
 
 int run_campaigns(const std::string &store_path) {
@@ -141,8 +159,9 @@ int run_campaigns(const std::string &store_path) {
     if (!campaigns.ok()) return fmt::print(stderr, "error: {}\n", campaigns.error()), 1;
     fmt::print("{:>4} {:<9} {:>7} {:<22} {:<9} {:>10} {:<14} {}\n", "id", "status", "elapsed", "model", "tiers", "candidates", "incumbent", "traffic");
     for (const auto &c : *campaigns) {
-        const int64_t n = (*store)->count_candidates(c.id).value();
-        fmt::print("{:>4} {:<9} {:>6.0f}s {:<22} {:<9} {:>10} {:<14} {}\n", c.id, c.status, c.elapsed_s, c.model, c.tiers, n,
+        auto n = (*store)->count_candidates(c.id);
+        if (!n.ok()) return fmt::print(stderr, "error: {}\n", n.error()), 1;
+        fmt::print("{:>4} {:<9} {:>6.0f}s {:<22} {:<9} {:>10} {:<14} {}\n", c.id, c.status, c.elapsed_s, c.model, c.tiers, *n,
                    c.incumbent.substr(0, 12), c.traffic);
     }
     return 0;
@@ -261,21 +280,24 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
                          "and `hotpass submit DIR` on PATH");
     optimize->add_option("--agent-turn-seconds", args->agent_turn_seconds,
                          "command agents: wall time of one turn; the command's process group is then killed")
-        ->capture_default_str();
+        ->capture_default_str()->check(positive());
     optimize->add_option("--agent-turns", args->agent_turns, "command and llm agents: turns (commands run / requests sent) before they retire")
-        ->capture_default_str();
+        ->capture_default_str()->check(at_least(1));
     optimize->add_option("--agent-env", args->agent_env, "command agents: extra KEY=VALUE in the command's environment (repeatable; stored for --resume)");
     optimize->add_option("--llm-url", args->llm_url, "llm agents: base URL, requests go to URL/chat/completions (default $HOTPASS_LLM_BASE_URL or $OPENAI_BASE_URL)");
     optimize->add_option("--llm-model", args->llm_model, "llm agents: model name (default $HOTPASS_LLM_MODEL or $OPENAI_MODEL)");
-    optimize->add_option("--llm-max-tokens", args->llm_max_tokens, "llm agents: max_tokens of each reply")->capture_default_str();
-    optimize->add_option("--llm-timeout", args->llm_timeout, "llm agents: connect/read timeout of one request, seconds")->capture_default_str();
+    optimize->add_option("--llm-max-tokens", args->llm_max_tokens, "llm agents: max_tokens of each reply")->capture_default_str()->check(at_least(1));
+    optimize->add_option("--llm-timeout", args->llm_timeout, "llm agents: connect/read timeout of one request, seconds")->capture_default_str()->check(positive());
     optimize->add_option("--tiers", args->tiers, "fast,slow (promote fast-tier wins to the slow tier) or slow (every candidate on all layers)")
-        ->check(CLI::IsMember({"fast,slow", "slow"}))->capture_default_str();
+        ->check(CLI::Validator(
+            [](std::string &value) { return value == "fast,slow" || value == "slow" ? std::string() : "'" + value + "': fast,slow or slow"; },
+            "fast,slow|slow"))
+        ->capture_default_str();
     optimize->add_option("--resume", args->resume, "continue campaign ID (after a kill, a crash or Ctrl-C)");
     optimize->add_option("--out", args->out, "where winner/ and report.{md,json} and chart.svg go (default ./hotpass-campaign-ID)");
     optimize->add_option("--store", args->store, "campaign database (default $HOTPASS_STORE or ~/.local/share/hotpass/store.db)");
-    optimize->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str();
-    optimize->add_option("--threads", args->n_thread, "executor threads")->capture_default_str();
+    optimize->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str()->check(at_least(1));
+    optimize->add_option("--threads", args->n_thread, "executor threads")->capture_default_str()->check(at_least(1));
     optimize->add_option("--seed", args->seed, "weight seed for presets")->capture_default_str();
     optimize->add_option("--agent-seed", args->agent_seed, "seed of the agents' searches (0: from the campaign)");
     optimize->add_option("--baseline-source", args->baseline_source, "the in-tree forward pass the knob search starts from");
@@ -284,7 +306,7 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
                          "CPU: step tokens the plain reference runs per verification batch; the rest of a larger batch (a "
                          "workload shape's prefill chunk) is compared with the verified incumbent (0: the reference runs every batch whole; "
                          "CUDA always does, its reference is fast)")
-        ->check(CLI::NonNegativeNumber)->capture_default_str();
+        ->check(at_least(0))->capture_default_str();
     optimize->add_flag("--fresh-executor", args->fresh_executor, "restart the executor for every candidate (a benchmark control)");
     optimize->callback([args, &exit_code] { exit_code = run_optimize(*args); });
 

@@ -8,7 +8,11 @@
 #include "commands.h"
 #include "hotpass/core/mapped_file.h"
 #include "hotpass/engine/executor.h"
+#include "hotpass/model/model.h"
 #include "hotpass/tune/evaluate.h"
+#ifdef HOTPASS_HAVE_CAMPAIGN
+#include "hotpass/campaign/workload_shapes.h"
+#endif
 
 namespace hp::cli {
 namespace {
@@ -63,10 +67,29 @@ void print_human(const tune::Evaluation &evaluation) {
                m.weighted_candidate_ms, m.speedup, m.speedup_ci.low, m.speedup_ci.high, m.significant ? " *" : "");
 }
 
+// --workload: the executor's own shapes, or (with the campaign library) anything `optimize
+// --traffic` takes, scaled the way a campaign scales it.
+Result<std::vector<tune::Shape>> load_shapes(const std::string &path, bool fast_tier) {
+#ifdef HOTPASS_HAVE_CAMPAIGN
+    return campaign::load_executor_shapes(path, fast_tier);
+#else
+    (void)fast_tier;
+    auto text = read_text_file(path);
+    if (!text.ok()) return Error{text.error()};
+    const auto json = nlohmann::json::parse(*text, nullptr, false);
+    if (json.is_discarded()) return error("not JSON");
+    return tune::parse_shapes(json);
+#endif
+}
+
 int run_submit(const SubmitArgs &args) {
     auto candidate = tune::load_candidate(args.candidate_dir);
     if (!candidate.ok()) {
         fmt::print(stderr, "error: {}\n", candidate.error());
+        return 2;
+    }
+    if (Status model = model::check_model_spec(args.model); !model.ok()) {  // before the candidate's build
+        fmt::print(stderr, "error: --model {}: {}\n", args.model, model.error());
         return 2;
     }
     tune::EvaluateOptions options;
@@ -85,17 +108,12 @@ int run_submit(const SubmitArgs &args) {
     options.measure = !args.no_measure;
     const bool fast = args.tier == "fast";
     if (!args.workload.empty()) {
-        auto text = read_text_file(args.workload);
-        const auto workload = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
-        if (!text.ok() || workload.is_discarded()) {
-            fmt::print(stderr, "error: cannot read workload {}: {}\n", args.workload, text.ok() ? "not JSON" : text.error());
+        auto shapes = load_shapes(args.workload, fast);
+        if (!shapes.ok()) {
+            fmt::print(stderr, "error: workload {}: {}\n", args.workload, shapes.error());
             return 2;
         }
-        options.shapes = tune::parse_shapes(workload);
-        if (options.shapes.empty()) {
-            fmt::print(stderr, "error: workload {} has no shapes\n", args.workload);
-            return 2;
-        }
+        options.shapes = std::move(shapes).value();
     } else {
         options.shapes = tune::default_shapes(fast);
     }
@@ -131,7 +149,7 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
     executor->add_option("--socket", *socket, "unix socket path to listen on (created owner-only)")->required();
     executor->add_option("--reference", options->reference, "trusted forward pass for verification")->capture_default_str();
     executor->add_option("--incumbent", options->incumbent, "forward pass candidates are timed against")->capture_default_str();
-    executor->add_option("--threads", options->n_thread, "CPU threads for forward passes")->capture_default_str();
+    executor->add_option("--threads", options->n_thread, "CPU threads for forward passes")->capture_default_str()->check(at_least(1));
     executor->add_option("--max-loads", options->max_loads, "exit after this many candidates (recycling)")->capture_default_str();
     executor->add_flag("--no-sandbox", *no_sandbox, "do not install the seccomp filter (debugging only)");
     executor->add_option("--device", *device, "cpu, or cuda: weights, KV cache and plugins on the GPU, decode timed as CUDA graphs")
@@ -149,25 +167,25 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
         "submit",
         "Evaluate one candidate forward pass: build it, hot-load it into an executor, verify it\n"
         "against the reference, time it against the incumbent, print the verdict.\n"
-        "Exit code: 0 faster, 1 correct but not faster, 3 build failed, 4 rejected, 5 infrastructure.\n"
+        "Exit code: 0 faster, 1 correct but not faster, 3 build failed, 4 rejected, 5 infrastructure, 2 bad usage.\n"
         "Example: hotpass submit my_candidate/ --model preset:tiny-llama --tier fast");
     submit->add_option("candidate", args->candidate_dir, "candidate directory (sources + optional candidate.json)")->required();
     submit->add_option("--model", args->model, "checkpoint folder or preset:NAME")->capture_default_str();
     submit->add_option("--seed", args->seed, "weight seed for presets")->capture_default_str();
     submit->add_option("--tier", args->tier, "fast: first --fast-layers layers, small workload; slow: all layers")
         ->check(CLI::IsMember({"fast", "slow"}))->capture_default_str();
-    submit->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str();
-    submit->add_option("--workload", args->workload, "workload JSON: {\"shapes\": [{name, weight, decode_batch, decode_kv, prefill: []}]}");
+    submit->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str()->check(at_least(1));
+    submit->add_option("--workload", args->workload, "the shapes to time: {\"shapes\": [{name, weight, decode_batch, decode_kv, prefill: []}]}, or what `optimize --traffic` takes (a `traffic workload` file, a profile, a trace)");
     submit->add_option("--incumbent", args->incumbent, "forward pass to time against: baseline, reference, or a .so")->capture_default_str();
     submit->add_option("--cache", args->cache_dir, "artifact cache directory (default: $TMPDIR/hotpass-artifacts)");
-    submit->add_option("--threads", args->n_thread, "CPU threads for forward passes")->capture_default_str();
-    submit->add_option("--cases", args->n_case, "random verification batches")->capture_default_str();
+    submit->add_option("--threads", args->n_thread, "CPU threads for forward passes")->capture_default_str()->check(at_least(1));
+    submit->add_option("--cases", args->n_case, "random verification batches")->capture_default_str()->check(at_least(1));
     submit->add_option("--reference-tokens", args->reference_tokens,
                        "step tokens the plain reference runs per verification batch; a larger batch is compared whole with the "
                        "incumbent and on a random sample of this many tokens with the reference (0: the reference runs it whole)")
-        ->check(CLI::NonNegativeNumber)->capture_default_str();
-    submit->add_option("--seconds-per-shape", args->target_seconds, "timing budget per shape")->capture_default_str();
-    submit->add_option("--deadline", args->deadline_seconds, "seconds before a silent executor counts as hung")->capture_default_str();
+        ->check(at_least(0))->capture_default_str();
+    submit->add_option("--seconds-per-shape", args->target_seconds, "timing budget per shape, seconds")->capture_default_str()->check(positive());
+    submit->add_option("--deadline", args->deadline_seconds, "seconds before a silent executor counts as hung")->capture_default_str()->check(positive());
     submit->add_flag("--no-measure", args->no_measure, "build and verify only");
     submit->add_option("--device", args->device, "cpu, or cuda: the candidate is .cu sources built with nvcc and run on the GPU")
         ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();

@@ -12,7 +12,8 @@ int main(int argc, char **argv) {
     app.require_subcommand(1);
     app.set_version_flag("--version", "hotpass 0.1.0");
     std::string log_level = "warn";
-    app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")
+    app.add_option("--log-level", log_level, "what the log shows on stderr")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
         ->capture_default_str();
     app.parse_complete_callback([&] { hp::log_setup(log_level); });
 
@@ -26,6 +27,12 @@ int main(int argc, char **argv) {
 #ifdef HOTPASS_HAVE_CAMPAIGN
     hp::cli::add_campaign_commands(app, exit_code);
 #endif
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        // --help and --version exit 0; every usage error (an unknown flag, a missing argument, a
+        // value that does not parse) exits 2, as the commands' own usage errors do.
+        return app.exit(e) == 0 ? 0 : 2;
+    }
     return exit_code;
 }

@@ -26,8 +26,13 @@ struct ReportFiles {
 Result<nlohmann::json> campaign_report(store::Store &store, int64_t campaign_id);
 std::string render_report_markdown(const nlohmann::json &report);
 std::string render_report_svg(const nlohmann::json &report);
+// Writes report.{json,md} and chart.svg into `out` and replaces out/winner, but only a winner
+// folder hotpass wrote (or an empty one): anything else there is an error, not deleted.
 Result<ReportFiles> write_report(store::Store &store, int64_t campaign_id, const store::ObjectStore &objects,
                                  const std::filesystem::path &out);
+// Whether `out` can take a report: absent or a folder, and its winner/ absent, empty or one that
+// write_report wrote. A campaign asks before it starts, so a bad --out costs no budget.
+Status check_report_dir(const std::filesystem::path &out);
 
 struct LeaderboardRow {
     store::CandidateRecord candidate;

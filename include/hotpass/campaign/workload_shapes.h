@@ -41,4 +41,9 @@ struct CampaignTraffic {
 // profile JSON, or a trace file (azure, mooncake, burstgpt, hotpass request log).
 Result<CampaignTraffic> load_campaign_traffic(const std::string &spec);
 
+// The shapes `hotpass submit --workload PATH` times: a {"shapes": [...]} file (tune::parse_shapes,
+// the form a campaign records), or a file load_campaign_traffic takes (a hotpass.workload/1 file,
+// a profile, a trace), whose fast- or slow-tier shapes.
+Result<std::vector<tune::Shape>> load_executor_shapes(const std::string &path, bool fast_tier);
+
 }  // namespace hp::campaign

@@ -53,6 +53,9 @@ Result<Model> load_model(const std::filesystem::path &dir);
 // `spec` is a checkpoint folder or `preset:NAME`; presets are generated in memory from
 // options.seed (refused when they would not fit in memory).
 Result<Model> open_model(std::string_view spec, const SyntheticOptions &options = {});
+// Whether open_model could take `spec`, cheaply: a folder is opened (mapped and validated), a
+// preset only looked up. For commands that hand the model to an executor process.
+Status check_model_spec(std::string_view spec);
 
 // Zeroed, page-aligned anonymous memory of n_byte bytes for one in-memory tensor (NULL when the
 // mapping fails), unmapped when the last owner lets go. With huge_pages, memory of at least 2 MiB

@@ -44,7 +44,8 @@ void synthesize_tensor(const TensorSpec &spec, const ModelConfig &config, const 
 
 // Writes a Hugging Face style folder: config.json, generation_config.json, and
 // model.safetensors (or model-0000i-of-0000N.safetensors + model.safetensors.index.json).
-// `progress(done_bytes, total_bytes)` is called after each tensor.
+// `progress(done_bytes, total_bytes)` is called after each tensor. The weight files of a checkpoint
+// written there before (model.safetensors, shards, the index) are removed first.
 Status write_checkpoint(const ModelConfig &config, const SyntheticOptions &options, const std::filesystem::path &dir,
                         const std::function<void(uint64_t, uint64_t)> &progress = {});
 

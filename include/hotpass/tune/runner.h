@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hotpass/core/result.h"
 #include "hotpass/tune/stats.h"
 
 namespace hp::tune {
@@ -61,8 +62,9 @@ struct Measurement {
     nlohmann::json raw;  // the executor's reply, minus samples
 };
 
-// Shapes from a workload file: {"shapes": [{"name", "weight", "decode_batch", "decode_kv", "prefill": [...]}]}.
-std::vector<Shape> parse_shapes(const nlohmann::json &workload);
+// Shapes from a workload file: {"shapes": [{"name", "weight", "decode_batch", "decode_kv", "prefill": [...]}]}
+// (the form shapes_to_json writes); an error names the first field that is missing or of the wrong type.
+Result<std::vector<Shape>> parse_shapes(const nlohmann::json &workload);
 nlohmann::json shapes_to_json(const std::vector<Shape> &shapes);
 // The built-in workloads used when none is given: a small mix of decode and prefill.
 std::vector<Shape> default_shapes(bool fast_tier);

@@ -25,7 +25,7 @@ struct ExecutorLaunch {
     bool sandbox = true;
     std::string device = "cpu";  // cpu | cuda
     int device_index = 0;
-    std::filesystem::path work_dir;  // socket and executor.log live here
+    std::filesystem::path work_dir;  // socket and executor.log live here (empty: a temporary folder of its own, removed with it)
     double start_timeout_seconds = 300;
 };
 
@@ -58,6 +58,7 @@ public:
     int n_start() const { return n_start_; }
     double last_start_seconds() const { return last_start_seconds_; }
     bool running() const { return pid_ > 0; }
+    pid_t pid() const { return pid_; }  // the running executor's, -1 when none
     const ExecutorLaunch &launch() const { return launch_; }
 
 private:
@@ -66,6 +67,7 @@ private:
 
     ExecutorLaunch launch_;
     pid_t pid_ = -1;
+    bool owns_work_dir_ = false;
     engine::LineChannel channel_;
     int next_id_ = 1;
     int n_start_ = 0;

@@ -1,0 +1,46 @@
+#include "hotpass/core/mapped_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+namespace hp {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct FileTest : testing::Test {
+    fs::path root = fs::temp_directory_path() / fmt::format("hotpass-file-{}", getpid());
+    void SetUp() override {
+        fs::remove_all(root);
+        fs::create_directories(root);
+    }
+    void TearDown() override { fs::remove_all(root); }
+};
+
+TEST_F(FileTest, WriteAtomicReplacesTheFileWhole) {
+    ASSERT_TRUE(write_file_atomic(root / "a.json", "first").ok());
+    ASSERT_TRUE(write_file_atomic(root / "a.json", "second").ok());
+    EXPECT_EQ(read_text_file(root / "a.json").value(), "second");
+    EXPECT_FALSE(fs::exists(root / "a.json.tmp"));
+}
+
+// A folder where a file was meant, or a folder that does not exist: an error, and no temporary
+// file left behind (`--logits /tmp` used to leave /tmp.tmp).
+TEST_F(FileTest, WriteAtomicFailsCleanly) {
+    fs::create_directories(root / "folder");
+    const Status into_folder = write_file_atomic(root / "folder", "x");
+    ASSERT_FALSE(into_folder.ok());
+    EXPECT_NE(into_folder.error().find("it is a folder"), std::string::npos) << into_folder.error();
+    EXPECT_FALSE(fs::exists(root / "folder.tmp"));
+    EXPECT_FALSE(write_file_atomic(root / "missing" / "a.json", "x").ok());
+    EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator()), 1);  // only folder/
+}
+
+TEST_F(FileTest, ReadTextFileErrorsNameThePath) {
+    auto missing = read_text_file(root / "nope.txt");
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.error().find("nope.txt"), std::string::npos) << missing.error();
+}
+
+}  // namespace
+}  // namespace hp

@@ -1,0 +1,59 @@
+#include "hotpass/tune/runner.h"
+
+#include <gtest/gtest.h>
+
+namespace hp::tune {
+namespace {
+
+using nlohmann::json;
+
+TEST(ParseShapes, ReadsWhatShapesToJsonWrites) {
+    const std::vector<Shape> shapes = default_shapes(false);
+    auto parsed = parse_shapes(shapes_to_json(shapes));
+    ASSERT_TRUE(parsed.ok()) << parsed.error();
+    ASSERT_EQ(parsed->size(), shapes.size());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        EXPECT_EQ((*parsed)[i].name, shapes[i].name);
+        EXPECT_EQ((*parsed)[i].weight, shapes[i].weight);
+        EXPECT_EQ((*parsed)[i].decode_batch, shapes[i].decode_batch);
+        EXPECT_EQ((*parsed)[i].decode_kv, shapes[i].decode_kv);
+        EXPECT_EQ((*parsed)[i].prefill, shapes[i].prefill);
+    }
+}
+
+TEST(ParseShapes, DefaultsNameAndWeight) {
+    auto parsed = parse_shapes(json::parse(R"({"shapes": [{"decode_batch": 4, "decode_kv": 256, "prefill": [32]}]})"));
+    ASSERT_TRUE(parsed.ok()) << parsed.error();
+    EXPECT_EQ((*parsed)[0].weight, 1.0);
+    EXPECT_EQ((*parsed)[0].name, "decode 4x256 prefill [32]");
+}
+
+// A malformed workload is an error naming the field, never an exception (submit used to abort on
+// `hotpass traffic workload`'s own files).
+TEST(ParseShapes, MalformedWorkloadsAreErrors) {
+    const std::pair<const char *, const char *> cases[] = {
+        {R"([1, 2])", "expected {\"shapes\""},
+        {R"({"shapes": {}})", "expected {\"shapes\""},
+        {R"({"shapes": []})", "is empty"},
+        {R"({"shapes": [3]})", "shapes[0]: not an object"},
+        {R"({"shapes": [{"decode_batch": "4"}]})", "shapes[0].decode_batch: expected an integer"},
+        {R"({"shapes": [{"decode_batch": -1}]})", "shapes[0].decode_batch: expected an integer"},
+        {R"({"shapes": [{"decode_batch": 2.5}]})", "shapes[0].decode_batch: expected an integer"},
+        {R"({"shapes": [{"decode": {"batch": 4, "kv_len": 8}}]})", "shapes[0]: neither decode_batch nor prefill"},
+        {R"({"shapes": [{"prefill": [{"tokens": 8}]}]})", "shapes[0].prefill[0]: expected an integer"},
+        {R"({"shapes": [{"prefill": 8}]})", "shapes[0].prefill: expected an array"},
+        {R"({"shapes": [{"prefill": [0]}]})", "at least one token"},
+        {R"({"shapes": [{"decode_batch": 1, "weight": 0}]})", "shapes[0].weight: expected a positive number"},
+        {R"({"shapes": [{"decode_batch": 1, "weight": "1"}]})", "shapes[0].weight: expected a positive number"},
+        {R"({"shapes": [{"decode_batch": 1, "name": 7}]})", "shapes[0].name: expected a string"},
+        {R"({"shapes": [{"decode_batch": 1}, {"decode_kv": 8}]})", "shapes[1]: neither"},
+    };
+    for (const auto &[text, message] : cases) {
+        auto parsed = parse_shapes(json::parse(text));
+        ASSERT_FALSE(parsed.ok()) << text;
+        EXPECT_NE(parsed.error().find(message), std::string::npos) << text << ": " << parsed.error();
+    }
+}
+
+}  // namespace
+}  // namespace hp::tune
