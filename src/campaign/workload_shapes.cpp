@@ -113,7 +113,7 @@ Result<CampaignTraffic> load_campaign_traffic(const std::string &spec) {
             HP_TRY(derive_tiers(*profile, out));
         } else {
             auto traced = traffic::profile_trace(spec, std::nullopt, {}, cpu_profile_options());
-            if (!traced.ok()) return error("{}: {}", spec, traced.error());
+            if (!traced.ok()) return traced.error().starts_with(spec) ? Error{traced.error()} : error("{}: {}", spec, traced.error());
             HP_TRY(derive_tiers(traced->profile, out));
         }
     }

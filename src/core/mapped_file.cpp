@@ -50,28 +50,28 @@ Result<std::string> read_text_file(const std::filesystem::path &path) {
     return contents.str();
 }
 
-Status write_file_atomic(const std::filesystem::path &path, std::string_view contents) {
+Status write_file_atomic(const std::filesystem::path &path, const std::function<Status(std::ostream &)> &write) {
     std::error_code code;
     if (std::filesystem::is_directory(path, code)) return error("cannot write {}: it is a folder (give a file name)", path.string());
     const std::filesystem::path temporary = path.string() + ".tmp";
-    {
-        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-        if (!out) return error("cannot create {}: {}", temporary.string(), std::strerror(errno));
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) return error("cannot create {}: {}", temporary.string(), std::strerror(errno));
+    Status written = write(out);
+    out.close();
+    if (written.ok() && !out) written = error("cannot write {}: {}", temporary.string(), std::strerror(errno));
+    if (written.ok()) {
+        std::filesystem::rename(temporary, path, code);
+        if (code) written = error("cannot rename {} to {}: {}", temporary.string(), path.string(), code.message());
+    }
+    if (!written.ok()) std::filesystem::remove(temporary, code);  // nothing is left behind
+    return written;
+}
+
+Status write_file_atomic(const std::filesystem::path &path, std::string_view contents) {
+    return write_file_atomic(path, [&](std::ostream &out) {
         out.write(contents.data(), std::streamsize(contents.size()));
-        out.flush();
-        if (!out) {
-            const int saved = errno;
-            std::filesystem::remove(temporary, code);
-            return error("cannot write {}: {}", temporary.string(), std::strerror(saved));
-        }
-    }
-    std::filesystem::rename(temporary, path, code);
-    if (code) {
-        const std::string why = code.message();
-        std::filesystem::remove(temporary, code);  // nothing is left behind
-        return error("cannot rename {} to {}: {}", temporary.string(), path.string(), why);
-    }
-    return Status::success();
+        return Status::success();
+    });
 }
 
 }  // namespace hp

@@ -17,8 +17,9 @@ uint32_t octave(uint64_t value) {
 
 BatchSimulator::BatchSimulator(EngineLimits limits, StepCostModel cost, uint64_t seed)
     : limits_(limits), cost_(cost), rng_state_(seed) {
-    HP_CHECK(limits.max_batch > 0 && limits.max_batched_tokens > 0,
-             "engine limits must be positive");
+    const Status limits_ok = check_engine_limits(limits), cost_ok = check_cost_model(cost);
+    HP_CHECK(limits_ok.ok(), "{}", limits_ok.error());
+    HP_CHECK(cost_ok.ok(), "{}", cost_ok.error());
     summary_.simulated = true;
     summary_.limits = limits;
     summary_.cost = cost;

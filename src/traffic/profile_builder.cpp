@@ -9,6 +9,11 @@
 
 namespace hp::traffic {
 
+Status check_profile_options(const ProfileOptions &options) {
+    HP_TRY(check_engine_limits(options.limits));
+    return check_cost_model(options.cost);
+}
+
 ProfileBuilder::ProfileBuilder(const ProfileOptions &options)
     : options_(options), prefix_cache_(options.prefix_cache_blocks), rng_state_(options.seed) {
     prefix_.capacity_blocks = options.prefix_cache_blocks;
@@ -101,6 +106,7 @@ Result<TraceProfile> profile_trace(const std::filesystem::path &path,
                                    std::optional<TraceFormat> format,
                                    const ReaderOptions &reader_options,
                                    const ProfileOptions &profile_options) {
+    HP_TRY(check_profile_options(profile_options));
     Result<std::unique_ptr<TraceReader>> reader = open_trace(path, format, reader_options);
     HP_TRY(reader);
     ProfileBuilder builder(profile_options);
@@ -111,6 +117,7 @@ Result<TraceProfile> profile_trace(const std::filesystem::path &path,
         if (!*got) break;
         builder.add(request);
     }
+    HP_TRY(require_requests(**reader));
     TraceProfile result{
         builder.finish(path.string(), std::string(format_name((*reader)->format()))),
         (*reader)->stats()};

@@ -100,7 +100,38 @@ Result<SynthDrift> parse_synth_drift(std::string_view spec) {
     return drift;
 }
 
+Status check_synth_options(const SynthOptions &options) {
+    Result<SynthPreset> first = find_synth_preset(options.preset);
+    HP_TRY(first);
+    double preset_rate_rps = first->rate_rps;
+    if (options.drift && !options.drift->preset.empty()) {
+        Result<SynthPreset> second = find_synth_preset(options.drift->preset);
+        HP_TRY(second);
+        preset_rate_rps = std::max(preset_rate_rps, second->rate_rps);
+    }
+    if (options.drift &&
+        !(options.drift->input_scale > 0 && std::isfinite(options.drift->input_scale)))
+        return error("--drift scale must be > 0, got {}", options.drift->input_scale);
+    if (!(options.duration_s > 0 && std::isfinite(options.duration_s)))
+        return error("duration must be a finite number of seconds > 0, got {}", options.duration_s);
+    if (!(options.rate_rps >= 0 && std::isfinite(options.rate_rps)))
+        return error(
+            "rate must be a finite number of requests per second >= 0 (0: the preset's), "
+            "got {}",
+            options.rate_rps);
+    if (std::isnan(options.drift_at_s)) return error("drift time must be a number, got nan");
+    const double rate_rps = options.rate_rps > 0 ? options.rate_rps : preset_rate_rps;
+    const double expected_requests = rate_rps * options.duration_s;
+    if (!(expected_requests <= double(kMaxSynthRequests)))
+        return error(
+            "{:.6g} s at {:.6g} req/s is about {:.3g} requests, more than the {} a synthetic log "
+            "may hold; shorten --duration or lower --rate",
+            options.duration_s, rate_rps, expected_requests, kMaxSynthRequests);
+    return Status::success();
+}
+
 Status synthesize(const SynthOptions &options, const std::function<void(const Request &)> &emit) {
+    HP_TRY(check_synth_options(options));
     Result<SynthPreset> first = find_synth_preset(options.preset);
     HP_TRY(first);
     SynthPreset second = *first;
@@ -113,9 +144,6 @@ Status synthesize(const SynthOptions &options, const std::function<void(const Re
             second = *other;
         }
     }
-    if (!(options.duration_s > 0))
-        return error("duration must be > 0 s, got {}", options.duration_s);
-    if (options.rate_rps < 0) return error("rate must be >= 0 req/s, got {}", options.rate_rps);
     const double drift_at_s = !options.drift            ? options.duration_s * 2
                               : options.drift_at_s >= 0 ? options.drift_at_s
                                                         : options.duration_s / 2;

@@ -96,6 +96,23 @@ Result<bool> TraceReader::next(Request &request) {
     }
 }
 
+Status require_requests(const TraceReader &reader) {
+    const ReadStats &stats = reader.stats();
+    if (stats.rows_ok > 0) return Status::success();
+    if (stats.rows_bad == 0)
+        return error("{}: no requests: the file has no data rows", reader.path().string());
+    constexpr size_t kQuoted = 3;
+    std::string reasons;
+    for (size_t i = 0; i < stats.first_bad.size() && i < kQuoted; ++i)
+        reasons += fmt::format("{}line {}: {}", i ? "; " : " (first: ", stats.first_bad[i].line,
+                               stats.first_bad[i].reason);
+    if (!reasons.empty()) reasons += ")";
+    return error(
+        "{}: no valid request: all {} rows are bad in the {} format{}; if the file is in another "
+        "format, name it with --format azure|mooncake|burstgpt|hotpass",
+        reader.path().string(), stats.rows_bad, format_name(reader.format()), reasons);
+}
+
 Result<TraceFormat> detect_format(const std::filesystem::path &path) {
     Result<LineReader> lines = LineReader::open(path);
     HP_TRY(lines);

@@ -29,9 +29,19 @@ Result<Workload> derive_workload(const Profile &profile, const WorkloadOptions &
         return error("max_shapes must be 1..{} for the {} tier, got {}", limit,
                      tier_name(options.tier), options.max_shapes);
     const BatchingSummary &batching = profile.batching;
-    if (!batching.simulated || batching.cells.empty())
-        return error("profile of {} has no batching simulation; profile it without --no-sim",
-                     profile.source);
+    if (!batching.simulated)
+        return error(
+            "profile of {} has no batching simulation (it was made with --no-sim); profile the "
+            "trace again without --no-sim",
+            profile.source);
+    if (batching.cells.empty())
+        return profile.requests == 0
+                   ? error(
+                         "profile of {} holds no requests: no engine steps to derive a workload "
+                         "from",
+                         profile.source)
+                   : error("profile of {} has {} requests but no simulated steps", profile.source,
+                           profile.requests);
 
     std::vector<StepCell> cells = batching.cells;
     std::stable_sort(cells.begin(), cells.end(),

@@ -36,6 +36,24 @@ TEST_F(FileTest, WriteAtomicFailsCleanly) {
     EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator()), 1);  // only folder/
 }
 
+// A streamed write that fails leaves the old file as it was (`traffic synth --out` used to empty it).
+TEST_F(FileTest, StreamedWriteKeepsTheOldFileOnError) {
+    ASSERT_TRUE(write_file_atomic(root / "log.jsonl", "precious").ok());
+    const Status failed = write_file_atomic(root / "log.jsonl", [](std::ostream &out) -> Status {
+        out << "half";
+        return error("the generator gave up");
+    });
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.error(), "the generator gave up");
+    EXPECT_EQ(read_text_file(root / "log.jsonl").value(), "precious");
+    EXPECT_FALSE(fs::exists(root / "log.jsonl.tmp"));
+    ASSERT_TRUE(write_file_atomic(root / "log.jsonl", [](std::ostream &out) {
+                    out << "new";
+                    return Status::success();
+                }).ok());
+    EXPECT_EQ(read_text_file(root / "log.jsonl").value(), "new");
+}
+
 TEST_F(FileTest, ReadTextFileErrorsNameThePath) {
     auto missing = read_text_file(root / "nope.txt");
     ASSERT_FALSE(missing.ok());

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "hotpass/traffic/batch_sim.h"
 
 namespace hp::traffic {
@@ -67,6 +69,30 @@ TEST(TrafficBatchSim, IdleGapsAreNotBusyTime) {
     EXPECT_NEAR(s.busy_s, 0.004, 1e-12);
     EXPECT_NEAR(s.span_s, 100.002, 1e-9);
     EXPECT_EQ(s.concurrency.max, 1u);
+}
+
+// The ranges a simulation runs on; the simulator's own check stops the process, so user values are
+// checked with these first.
+TEST(TrafficBatchSim, LimitsAndCostModelOutOfRangeAreErrors) {
+    EXPECT_TRUE(check_engine_limits(EngineLimits{}).ok());
+    EXPECT_TRUE(check_engine_limits(EngineLimits{1, 1}).ok());
+    EXPECT_FALSE(check_engine_limits(EngineLimits{0, 8192}).ok());
+    EXPECT_FALSE(check_engine_limits(EngineLimits{256, 0}).ok());
+    EXPECT_TRUE(check_cost_model(StepCostModel{}).ok());
+    EXPECT_TRUE(check_cost_model(StepCostModel{1.0, 0.0, 0.0}).ok());
+    const double nan = std::nan(""), inf = HUGE_VAL;
+    for (const StepCostModel &bad :
+         {StepCostModel{0, 0.04, 0}, StepCostModel{nan, 0.04, 0}, StepCostModel{-5, 0.04, 0},
+          StepCostModel{inf, 0.04, 0}, StepCostModel{5, nan, 0}, StepCostModel{5, -0.04, 0},
+          StepCostModel{5, 0.04, inf}, StepCostModel{5, 0.04, -1}}) {
+        const Status checked = check_cost_model(bad);
+        EXPECT_FALSE(checked.ok())
+            << bad.base_ms << " " << bad.per_token_ms << " " << bad.per_kv_token_ms;
+    }
+    const Status base = check_cost_model(StepCostModel{nan, 0.04, 0});
+    ASSERT_FALSE(base.ok());
+    EXPECT_NE(base.error().find("base_ms must be a finite number > 0"), std::string::npos)
+        << base.error();
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // one-liners beside each constant (run from the repository root, T=../shared/data/traces).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "hotpass/traffic/profile_builder.h"
 #include "temp_dir.h"
 
@@ -110,6 +112,51 @@ TEST(TrafficProfileBuilder, ExpertLoadImbalance) {
     EXPECT_DOUBLE_EQ(p.expert_load.layers[0].imbalance, 1.0);
     EXPECT_DOUBLE_EQ(p.expert_load.layers[1].imbalance, 4.0);
     EXPECT_DOUBLE_EQ(p.expert_load.mean_imbalance, 2.5);
+}
+
+// Engine options from a user reach profile_trace: out of range they are an error, not an abort in
+// the simulator or a simulation that never ends (NaN step time).
+TEST(TrafficProfileBuilder, EngineOptionsOutOfRangeAreErrors) {
+    const auto trace = testing::traces_dir() / "azure_llm_2023_code.csv";
+    ProfileOptions no_batch;
+    no_batch.limits.max_batch = 0;
+    Result<TraceProfile> traced = profile_trace(trace, {}, {}, no_batch);
+    ASSERT_FALSE(traced.ok());
+    EXPECT_NE(traced.error().find("max_batch"), std::string::npos) << traced.error();
+    ProfileOptions nan_step;
+    nan_step.cost.per_token_ms = std::nan("");
+    traced = profile_trace(trace, {}, {}, nan_step);
+    ASSERT_FALSE(traced.ok());
+    EXPECT_NE(traced.error().find("per_token_ms"), std::string::npos) << traced.error();
+    ProfileOptions negative_base;
+    negative_base.cost.base_ms = -1;
+    EXPECT_FALSE(check_profile_options(negative_base).ok());
+}
+
+// A trace with no valid row is an error that says so, quotes the first reasons and points at
+// --format (the usual cause), instead of an empty profile.
+TEST(TrafficProfileBuilder, NoValidRowIsAnError) {
+    testing::TempDir dir;
+    const auto all_bad = dir.write("bad.csv",
+                                   "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                   "2023-11-16 18:00:00.0,x,1\n2023-11-16 18:00:01.0,1,y\n");
+    Result<TraceProfile> traced = profile_trace(all_bad);
+    ASSERT_FALSE(traced.ok());
+    EXPECT_NE(traced.error().find("no valid request: all 2 rows are bad"), std::string::npos)
+        << traced.error();
+    EXPECT_NE(traced.error().find("line 2: ContextTokens is not an integer (x)"), std::string::npos)
+        << traced.error();
+    EXPECT_NE(traced.error().find("--format"), std::string::npos) << traced.error();
+
+    traced =
+        profile_trace(testing::traces_dir() / "azure_llm_2023_code.csv", TraceFormat::mooncake);
+    ASSERT_FALSE(traced.ok());
+    EXPECT_NE(traced.error().find("in the mooncake format"), std::string::npos) << traced.error();
+
+    const auto header_only = dir.write("empty.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n");
+    traced = profile_trace(header_only);
+    ASSERT_FALSE(traced.ok());
+    EXPECT_NE(traced.error().find("no data rows"), std::string::npos) << traced.error();
 }
 
 }  // namespace

@@ -89,5 +89,31 @@ TEST(TrafficSynth, DefaultChatProfileForTheCampaign) {
     EXPECT_FALSE(profile.batching.cells.empty());
 }
 
+// Infinite or NaN rates and durations, and logs too large to write, are refused before anything
+// is generated (an infinite rate used to emit requests at t = 0 forever).
+TEST(TrafficSynth, NonFiniteOrHugeOptionsAreErrors) {
+    const double nan = std::nan(""), inf = HUGE_VAL;
+    const auto with = [](double rate_rps, double duration_s) {
+        SynthOptions options;
+        options.rate_rps = rate_rps;
+        options.duration_s = duration_s;
+        return options;
+    };
+    EXPECT_TRUE(check_synth_options(with(0, 600)).ok());
+    EXPECT_TRUE(check_synth_options(with(5, 3600)).ok());
+    for (const SynthOptions &bad :
+         {with(inf, 10), with(nan, 10), with(-5, 10), with(0, inf), with(0, nan), with(0, -1)})
+        EXPECT_FALSE(check_synth_options(bad).ok()) << bad.rate_rps << " " << bad.duration_s;
+    const Status huge = check_synth_options(with(1e6, 1e3));
+    ASSERT_FALSE(huge.ok());
+    EXPECT_NE(huge.error().find("more than the 20000000"), std::string::npos) << huge.error();
+    SynthOptions switched = with(0, 7e6);  // code's 2.6 req/s fits, agentic's 3.4 does not
+    switched.preset = "code";
+    EXPECT_TRUE(check_synth_options(switched).ok());
+    switched.drift = SynthDrift{1, "agentic"};
+    EXPECT_FALSE(check_synth_options(switched).ok());
+    EXPECT_FALSE(synthesize_requests(with(nan, 10)).ok());  // was: the preset's rate
+}
+
 }  // namespace
 }  // namespace hp::traffic

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "hotpass/traffic/synth.h"
@@ -60,6 +61,36 @@ TEST(TrafficWatch, SmallWindowsMakeNoDecision) {
     ASSERT_TRUE(result.ok());
     EXPECT_EQ(result->retunes, 0u);
     EXPECT_FALSE(result->windows[1].report.enough_data);
+}
+
+// A window must be finite and cut the trace into at most kMaxWatchWindows windows; the error for a
+// tiny one names the shortest window that fits.
+TEST(TrafficWatch, BadOrTinyWindowsAreErrors) {
+    testing::TempDir dir;
+    SynthOptions options;
+    options.duration_s = 600;
+    const auto trace = write_synth(dir, options);
+    WatchOptions watch;
+    for (const double window_s : {std::nan(""), HUGE_VAL, 0.0, -1.0}) {
+        watch.window_s = window_s;
+        EXPECT_FALSE(watch_trace(trace, std::nullopt, {}, watch).ok()) << window_s;
+    }
+    watch.window_s = 1e-6;
+    Result<WatchResult> result = watch_trace(trace, std::nullopt, {}, watch);
+    ASSERT_FALSE(result.ok());
+    EXPECT_NE(result.error().find("more than 100000; use a window of at least 0.006"),
+              std::string::npos)
+        << result.error();
+    watch.window_s = 0.0061;
+    EXPECT_TRUE(watch_trace(trace, std::nullopt, {}, watch).ok());
+}
+
+TEST(TrafficWatch, TraceWithNoValidRowIsAnError) {
+    testing::TempDir dir;
+    const auto bad = dir.write("bad.jsonl", "{\"arrival_s\": 1, \"input_tokens\": \"x\"}\n");
+    Result<WatchResult> result = watch_trace(bad, std::nullopt, {}, WatchOptions{});
+    ASSERT_FALSE(result.ok());
+    EXPECT_NE(result.error().find("no valid request"), std::string::npos) << result.error();
 }
 
 }  // namespace

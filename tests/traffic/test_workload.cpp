@@ -97,5 +97,22 @@ TEST(TrafficWorkload, JsonRoundTrip) {
                      .ok());
 }
 
+// The --no-sim advice is for a profile made with --no-sim; an empty simulated profile says it
+// holds no requests.
+TEST(TrafficWorkload, SaysWhyAProfileHasNoShapes) {
+    Profile unsimulated;
+    unsimulated.source = "a.csv";
+    Result<Workload> workload = derive_workload(unsimulated);
+    ASSERT_FALSE(workload.ok());
+    EXPECT_NE(workload.error().find("--no-sim"), std::string::npos) << workload.error();
+    Profile empty;
+    empty.source = "b.csv";
+    empty.batching.simulated = true;
+    workload = derive_workload(empty);
+    ASSERT_FALSE(workload.ok());
+    EXPECT_NE(workload.error().find("holds no requests"), std::string::npos) << workload.error();
+    EXPECT_EQ(workload.error().find("--no-sim"), std::string::npos) << workload.error();
+}
+
 }  // namespace
 }  // namespace hp::traffic

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "validators.h"
 #include "hotpass/campaign/campaign.h"
 #include "hotpass/campaign/report.h"
 #include "hotpass/core/subprocess.h"
@@ -280,14 +281,14 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
                          "and `hotpass submit DIR` on PATH");
     optimize->add_option("--agent-turn-seconds", args->agent_turn_seconds,
                          "command agents: wall time of one turn; the command's process group is then killed")
-        ->capture_default_str()->check(positive());
+        ->capture_default_str()->check(seconds());
     optimize->add_option("--agent-turns", args->agent_turns, "command and llm agents: turns (commands run / requests sent) before they retire")
-        ->capture_default_str()->check(at_least(1));
+        ->capture_default_str()->check(count(1, "turns"));
     optimize->add_option("--agent-env", args->agent_env, "command agents: extra KEY=VALUE in the command's environment (repeatable; stored for --resume)");
     optimize->add_option("--llm-url", args->llm_url, "llm agents: base URL, requests go to URL/chat/completions (default $HOTPASS_LLM_BASE_URL or $OPENAI_BASE_URL)");
     optimize->add_option("--llm-model", args->llm_model, "llm agents: model name (default $HOTPASS_LLM_MODEL or $OPENAI_MODEL)");
-    optimize->add_option("--llm-max-tokens", args->llm_max_tokens, "llm agents: max_tokens of each reply")->capture_default_str()->check(at_least(1));
-    optimize->add_option("--llm-timeout", args->llm_timeout, "llm agents: connect/read timeout of one request, seconds")->capture_default_str()->check(positive());
+    optimize->add_option("--llm-max-tokens", args->llm_max_tokens, "llm agents: max_tokens of each reply")->capture_default_str()->check(count(1, "tokens"));
+    optimize->add_option("--llm-timeout", args->llm_timeout, "llm agents: connect/read timeout of one request, seconds")->capture_default_str()->check(seconds());
     optimize->add_option("--tiers", args->tiers, "fast,slow (promote fast-tier wins to the slow tier) or slow (every candidate on all layers)")
         ->check(CLI::Validator(
             [](std::string &value) { return value == "fast,slow" || value == "slow" ? std::string() : "'" + value + "': fast,slow or slow"; },
@@ -296,8 +297,8 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
     optimize->add_option("--resume", args->resume, "continue campaign ID (after a kill, a crash or Ctrl-C)");
     optimize->add_option("--out", args->out, "where winner/ and report.{md,json} and chart.svg go (default ./hotpass-campaign-ID)");
     optimize->add_option("--store", args->store, "campaign database (default $HOTPASS_STORE or ~/.local/share/hotpass/store.db)");
-    optimize->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str()->check(at_least(1));
-    optimize->add_option("--threads", args->n_thread, "executor threads")->capture_default_str()->check(at_least(1));
+    optimize->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str()->check(count(1, "layers"));
+    optimize->add_option("--threads", args->n_thread, "executor threads")->capture_default_str()->check(count(1, "threads"));
     optimize->add_option("--seed", args->seed, "weight seed for presets")->capture_default_str();
     optimize->add_option("--agent-seed", args->agent_seed, "seed of the agents' searches (0: from the campaign)");
     optimize->add_option("--baseline-source", args->baseline_source, "the in-tree forward pass the knob search starts from");
@@ -306,7 +307,7 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
                          "CPU: step tokens the plain reference runs per verification batch; the rest of a larger batch (a "
                          "workload shape's prefill chunk) is compared with the verified incumbent (0: the reference runs every batch whole; "
                          "CUDA always does, its reference is fast)")
-        ->check(at_least(0))->capture_default_str();
+        ->check(count(0, "tokens"))->capture_default_str();
     optimize->add_flag("--fresh-executor", args->fresh_executor, "restart the executor for every candidate (a benchmark control)");
     optimize->callback([args, &exit_code] { exit_code = run_optimize(*args); });
 

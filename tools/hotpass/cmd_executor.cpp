@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "commands.h"
+#include "validators.h"
 #include "hotpass/core/mapped_file.h"
 #include "hotpass/engine/executor.h"
 #include "hotpass/model/model.h"
@@ -149,7 +150,7 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
     executor->add_option("--socket", *socket, "unix socket path to listen on (created owner-only)")->required();
     executor->add_option("--reference", options->reference, "trusted forward pass for verification")->capture_default_str();
     executor->add_option("--incumbent", options->incumbent, "forward pass candidates are timed against")->capture_default_str();
-    executor->add_option("--threads", options->n_thread, "CPU threads for forward passes")->capture_default_str()->check(at_least(1));
+    executor->add_option("--threads", options->n_thread, "CPU threads for forward passes")->capture_default_str()->check(count(1, "threads"));
     executor->add_option("--max-loads", options->max_loads, "exit after this many candidates (recycling)")->capture_default_str();
     executor->add_flag("--no-sandbox", *no_sandbox, "do not install the seccomp filter (debugging only)");
     executor->add_option("--device", *device, "cpu, or cuda: weights, KV cache and plugins on the GPU, decode timed as CUDA graphs")
@@ -174,18 +175,18 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
     submit->add_option("--seed", args->seed, "weight seed for presets")->capture_default_str();
     submit->add_option("--tier", args->tier, "fast: first --fast-layers layers, small workload; slow: all layers")
         ->check(CLI::IsMember({"fast", "slow"}))->capture_default_str();
-    submit->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str()->check(at_least(1));
+    submit->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str()->check(count(1, "layers"));
     submit->add_option("--workload", args->workload, "the shapes to time: {\"shapes\": [{name, weight, decode_batch, decode_kv, prefill: []}]}, or what `optimize --traffic` takes (a `traffic workload` file, a profile, a trace)");
     submit->add_option("--incumbent", args->incumbent, "forward pass to time against: baseline, reference, or a .so")->capture_default_str();
     submit->add_option("--cache", args->cache_dir, "artifact cache directory (default: $TMPDIR/hotpass-artifacts)");
-    submit->add_option("--threads", args->n_thread, "CPU threads for forward passes")->capture_default_str()->check(at_least(1));
-    submit->add_option("--cases", args->n_case, "random verification batches")->capture_default_str()->check(at_least(1));
+    submit->add_option("--threads", args->n_thread, "CPU threads for forward passes")->capture_default_str()->check(count(1, "threads"));
+    submit->add_option("--cases", args->n_case, "random verification batches")->capture_default_str()->check(count(1, "batches"));
     submit->add_option("--reference-tokens", args->reference_tokens,
                        "step tokens the plain reference runs per verification batch; a larger batch is compared whole with the "
                        "incumbent and on a random sample of this many tokens with the reference (0: the reference runs it whole)")
-        ->check(at_least(0))->capture_default_str();
-    submit->add_option("--seconds-per-shape", args->target_seconds, "timing budget per shape, seconds")->capture_default_str()->check(positive());
-    submit->add_option("--deadline", args->deadline_seconds, "seconds before a silent executor counts as hung")->capture_default_str()->check(positive());
+        ->check(count(0, "tokens"))->capture_default_str();
+    submit->add_option("--seconds-per-shape", args->target_seconds, "timing budget per shape, seconds")->capture_default_str()->check(seconds());
+    submit->add_option("--deadline", args->deadline_seconds, "seconds before a silent executor counts as hung")->capture_default_str()->check(seconds());
     submit->add_flag("--no-measure", args->no_measure, "build and verify only");
     submit->add_option("--device", args->device, "cpu, or cuda: the candidate is .cu sources built with nvcc and run on the GPU")
         ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();

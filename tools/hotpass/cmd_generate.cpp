@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "validators.h"
 #include "hotpass/core/hash.h"
 #include "hotpass/core/mapped_file.h"
 #include "hotpass/engine/generate.h"
@@ -169,17 +170,17 @@ void add_generate_command(CLI::App &app, int &exit_code) {
         "Example: hotpass generate --model preset:tiny-llama --tokens 1,2,3 -n 16");
     cmd->add_option("--model", args->model, "checkpoint folder or preset:NAME")->capture_default_str();
     cmd->add_option("--tokens", args->tokens, "prompt token ids, comma-separated")->capture_default_str();
-    cmd->add_option("--prompt-len", args->prompt_len, "use a random prompt of this many tokens instead of --tokens")->check(at_least(1));
-    cmd->add_option("-n,--new-tokens", args->n_new, "tokens to generate")->capture_default_str()->check(at_least(0));
-    cmd->add_option("--batch", args->batch, "sequences decoded together (copies of the prompt)")->capture_default_str()->check(at_least(1));
+    cmd->add_option("--prompt-len", args->prompt_len, "use a random prompt of this many tokens instead of --tokens")->check(count(1, "tokens"));
+    cmd->add_option("-n,--new-tokens", args->n_new, "tokens to generate")->capture_default_str()->check(count(0, "tokens"));
+    cmd->add_option("--batch", args->batch, "sequences decoded together (copies of the prompt)")->capture_default_str()->check(count(1, "sequences"));
     cmd->add_option("--forward", args->forward, "forward pass: baseline (the fast pass), reference (the specification), or a path to a plugin .so")->capture_default_str();
     cmd->add_option("--device", args->device, "where weights, KV cache and the forward pass live (cuda: in-tree names mean forward/cuda/*)")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
-    cmd->add_option("--layers", args->n_layer, "serve only the first N decoder layers (0: all)")->capture_default_str()->check(at_least(0));
-    cmd->add_option("--threads", args->n_thread, "CPU threads the forward pass may use")->capture_default_str()->check(at_least(1));
-    cmd->add_option("--prefill-chunk", args->prefill_chunk, "max prompt tokens per step (0: whole prompt)")->capture_default_str()->check(at_least(0));
-    cmd->add_option("--block-tokens", args->block_tokens, "tokens per KV-cache block")->capture_default_str()->check(at_least(1));
+    cmd->add_option("--layers", args->n_layer, "serve only the first N decoder layers (0: all)")->capture_default_str()->check(count(0, "layers"));
+    cmd->add_option("--threads", args->n_thread, "CPU threads the forward pass may use")->capture_default_str()->check(count(1, "threads"));
+    cmd->add_option("--prefill-chunk", args->prefill_chunk, "max prompt tokens per step (0: whole prompt)")->capture_default_str()->check(count(0, "tokens"));
+    cmd->add_option("--block-tokens", args->block_tokens, "tokens per KV-cache block")->capture_default_str()->check(count(1, "tokens"));
     cmd->add_option("--kv-dtype", args->kv_dtype, "KV-cache element type")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
     cmd->add_option("--seed", args->seed, "weight seed for preset:NAME models, and the random prompt")->capture_default_str();
     cmd->add_option("--logits", args->logits_path, "write the prompt's logits at every position as JSON [[vocab floats]...]");

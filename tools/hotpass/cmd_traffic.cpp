@@ -2,12 +2,18 @@
 // traffic and derive measurement workloads. Thin: the work is in hotpass_traffic (docs/traffic.md).
 // Exit codes: 0 ok (no drift), 1 drift found / re-tune points, 2 bad usage or unreadable input.
 #include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "commands.h"
+#include "validators.h"
 #include "hotpass/core/mapped_file.h"
 #include "hotpass/traffic/drift.h"
 #include "hotpass/traffic/line_reader.h"
@@ -26,18 +32,24 @@ using namespace hp::traffic;
 
 constexpr int kOk = 0, kFound = 1, kBadInput = 2;
 
-// "600", "600s", "10m", "1.5h", "2d" -> seconds.
+// "600", "600s", "10m", "1.5h", "2d" -> seconds: finite and > 0.
 Result<double> parse_duration_s(std::string_view text) {
     double value = 0;
     const auto [end, code] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (code != std::errc() || !(value > 0))
-        return error("bad duration `{}` (e.g. 90s, 10m, 1h)", text);
+    if (code != std::errc() || !(value > 0) || !std::isfinite(value))
+        return error("bad duration `{}` (a finite number > 0 with a unit, e.g. 90s, 10m, 1h)",
+                     text);
     const std::string_view unit(end, size_t(text.data() + text.size() - end));
-    if (unit.empty() || unit == "s") return value;
-    if (unit == "m" || unit == "min") return value * 60;
-    if (unit == "h") return value * 3600;
-    if (unit == "d") return value * 86400;
-    return error("bad duration unit `{}` in `{}` (s, m, h, d)", unit, text);
+    double seconds_per_unit = 0;
+    if (unit.empty() || unit == "s") seconds_per_unit = 1;
+    if (unit == "m" || unit == "min") seconds_per_unit = 60;
+    if (unit == "h") seconds_per_unit = 3600;
+    if (unit == "d") seconds_per_unit = 86400;
+    if (seconds_per_unit == 0)
+        return error("bad duration unit `{}` in `{}` (s, m, h, d)", unit, text);
+    if (!std::isfinite(value * seconds_per_unit))
+        return error("bad duration `{}`: too long to count in seconds", text);
+    return value * seconds_per_unit;
 }
 
 struct TraceArgs {
@@ -59,34 +71,56 @@ Result<std::optional<TraceFormat>> trace_format(const TraceArgs &args) {
     return format;
 }
 
-struct EngineArgs {
-    ProfileOptions options;
-    bool no_sim = false;
-};
-
-void add_engine_options(CLI::App *command, EngineArgs &args) {
-    ProfileOptions &o = args.options;
+// The options of the batching simulation, with the ranges check_engine_limits and
+// check_cost_model accept (batch_shape.h).
+void add_engine_options(CLI::App *command, ProfileOptions &o) {
+    constexpr uint32_t kMaxCount = std::numeric_limits<uint32_t>::max();
     command->add_option("--max-batch", o.limits.max_batch, "engine limit: sequences per step")
+        ->check(whole_number(1, kMaxCount, "sequences"))
         ->capture_default_str();
     command
         ->add_option("--max-batched-tokens", o.limits.max_batched_tokens,
                      "engine limit: tokens computed per step (chunked prefill)")
+        ->check(whole_number(1, kMaxCount, "tokens"))
         ->capture_default_str();
     command
         ->add_option("--step-base-ms", o.cost.base_ms,
                      "cost model: step_ms = base + per_token*tokens + per_kv_token*kv_tokens")
+        ->check(finite_number(0, true, kMaxStepCostMs, "ms", "every engine step takes some time"))
         ->capture_default_str();
     command
         ->add_option("--step-per-token-ms", o.cost.per_token_ms, "cost model: ms per batched token")
+        ->check(finite_number(0, false, kMaxStepCostMs, "ms", ""))
         ->capture_default_str();
     command
         ->add_option("--step-per-kv-token-ms", o.cost.per_kv_token_ms,
                      "cost model: ms per KV entry read")
+        ->check(finite_number(0, false, kMaxStepCostMs, "ms", ""))
         ->capture_default_str();
     command->add_option("--samples", o.sample_requests, "requests kept in the replay sample")
+        ->check(whole_number(0, kMaxCount, "requests"))
         ->capture_default_str();
-    command->add_flag("--no-sim", args.no_sim,
-                      "skip the batching simulation (no Workload possible)");
+}
+
+// Options that only change how a trace is read and simulated. A Profile JSON was read and
+// simulated when it was made, so on one they do nothing: say so instead of ignoring them.
+void warn_unused_on_profile(const CLI::App &command, const std::string &path) {
+    static constexpr const char *kTraceOnly[] = {"--format",
+                                                 "--strict",
+                                                 "--max-batch",
+                                                 "--max-batched-tokens",
+                                                 "--step-base-ms",
+                                                 "--step-per-token-ms",
+                                                 "--step-per-kv-token-ms",
+                                                 "--samples"};
+    for (const char *name : kTraceOnly) {
+        const CLI::Option *option = command.get_option_no_throw(name);
+        if (option != nullptr && option->count() > 0)
+            std::cerr << fmt::format(
+                "warning: {} has no effect on {}: it is a Profile JSON, read and simulated when it "
+                "was made; pass the trace to apply {}\n",
+                name, path, name);
+    }
 }
 
 void add_threshold_options(CLI::App *command, DriftThresholds &t) {
@@ -122,9 +156,12 @@ bool looks_like_profile(const std::string &path) {
     return line == "{" || line.find("\"schema\"") != std::string_view::npos;
 }
 
-Result<Profile> profile_of(const std::string &path, const TraceArgs &trace,
+Result<Profile> profile_of(const CLI::App &command, const std::string &path, const TraceArgs &trace,
                            const ProfileOptions &options) {
-    if (looks_like_profile(path)) return load_profile(path);
+    if (looks_like_profile(path)) {
+        warn_unused_on_profile(command, path);
+        return load_profile(path);
+    }
     Result<std::optional<TraceFormat>> format = trace_format(trace);
     HP_TRY(format);
     ReaderOptions reader_options;
@@ -143,9 +180,9 @@ int fail(const std::string &message) {
 void add_profile(CLI::App &traffic, int &exit_code) {
     struct Args {
         std::string file, out;
-        bool json = false;
+        bool json = false, no_sim = false;
         TraceArgs trace;
-        EngineArgs engine;
+        ProfileOptions options;
     };
     auto args = std::make_shared<Args>();
     CLI::App *command = traffic.add_subcommand(
@@ -160,13 +197,15 @@ void add_profile(CLI::App &traffic, int &exit_code) {
     command->add_option("--out", args->out, "write the Profile JSON here");
     command->add_flag("--json", args->json, "print the Profile JSON instead of the summary");
     add_trace_options(command, args->trace);
-    add_engine_options(command, args->engine);
+    add_engine_options(command, args->options);
+    command->add_flag("--no-sim", args->no_sim,
+                      "skip the batching simulation (no Workload possible)");
     command->footer(
         "Example: hotpass traffic profile ../shared/data/traces/azure_llm_2023_conv.csv --out "
         "conv.profile.json");
     command->callback([args, &exit_code] {
-        ProfileOptions options = args->engine.options;
-        options.simulate = !args->engine.no_sim;
+        ProfileOptions options = args->options;
+        options.simulate = !args->no_sim;
         Result<std::optional<TraceFormat>> format = trace_format(args->trace);
         if (!format.ok()) return void(exit_code = fail(format.error()));
         ReaderOptions reader_options;
@@ -210,7 +249,7 @@ void add_drift(CLI::App &traffic, int &exit_code) {
         "Examples:\n  hotpass traffic drift ../shared/data/traces/azure_llm_2023_code.csv "
         "../shared/data/traces/azure_llm_2023_conv.csv\n  hotpass traffic drift trace.jsonl "
         "--split");
-    command->callback([args, &exit_code] {
+    command->callback([args, command, &exit_code] {
         ProfileOptions options;
         options.simulate = false;
         options.sample_requests = 0;
@@ -241,9 +280,9 @@ void add_drift(CLI::App &traffic, int &exit_code) {
         } else {
             if (args->b.empty())
                 return void(exit_code = fail("drift needs two inputs, or one with --split"));
-            Result<Profile> a = profile_of(args->a, args->trace, options);
+            Result<Profile> a = profile_of(*command, args->a, args->trace, options);
             if (!a.ok()) return void(exit_code = fail(a.error()));
-            Result<Profile> b = profile_of(args->b, args->trace, options);
+            Result<Profile> b = profile_of(*command, args->b, args->trace, options);
             if (!b.ok()) return void(exit_code = fail(b.error()));
             reference = std::move(*a);
             recent = std::move(*b);
@@ -325,8 +364,9 @@ void add_synth(CLI::App &traffic, int &exit_code) {
         ->capture_default_str();
     command
         ->add_option("--rate", args->synth.rate_rps,
-                     "mean requests per second (0: the preset's fitted rate)")
-        ->capture_default_str();
+                     "mean requests per second (default: the preset's fitted rate)")
+        ->check(
+            finite_number(0, true, std::numeric_limits<double>::max(), "requests per second", ""));
     command->add_option("--duration", args->duration, "length of the log: 90s, 10m, 1h")
         ->capture_default_str();
     command
@@ -357,20 +397,21 @@ void add_synth(CLI::App &traffic, int &exit_code) {
             if (!at_s.ok()) return void(exit_code = fail(at_s.error()));
             options.drift_at_s = *at_s;
         }
-        std::ofstream file;
-        if (!args->out.empty()) {
-            file.open(args->out, std::ios::binary | std::ios::trunc);
-            if (!file) return void(exit_code = fail("cannot create " + args->out));
-        }
-        std::ostream &out = args->out.empty() ? std::cout : file;
+        Status valid = check_synth_options(options);
+        if (!valid.ok()) return void(exit_code = fail(valid.error()));
         uint64_t written = 0;
-        Status done = synthesize(options, [&](const Request &request) {
-            out << request_to_jsonl(request) << '\n';
-            ++written;
-        });
+        const auto write_log = [&](std::ostream &out) -> Status {
+            HP_TRY(synthesize(options, [&](const Request &request) {
+                out << request_to_jsonl(request) << '\n';
+                ++written;
+            }));
+            out.flush();
+            if (!out) return error("cannot write the request log");
+            return Status::success();
+        };
+        Status done =
+            args->out.empty() ? write_log(std::cout) : write_file_atomic(args->out, write_log);
         if (!done.ok()) return void(exit_code = fail(done.error()));
-        out.flush();
-        if (!out) return void(exit_code = fail("cannot write the request log"));
         std::cerr << fmt::format("{} requests written\n", written);
         exit_code = kOk;
     });
@@ -382,7 +423,7 @@ void add_workload(CLI::App &traffic, int &exit_code) {
         size_t max_shapes = 0, requests = 32;
         bool json = false;
         TraceArgs trace;
-        EngineArgs engine;
+        ProfileOptions options;
     };
     auto args = std::make_shared<Args>();
     CLI::App *command = traffic.add_subcommand(
@@ -404,11 +445,13 @@ void add_workload(CLI::App &traffic, int &exit_code) {
     command->add_option("--out", args->out, "write the Workload JSON here");
     command->add_flag("--json", args->json, "print the Workload JSON instead of the table");
     add_trace_options(command, args->trace);
-    add_engine_options(command, args->engine);
+    add_engine_options(command, args->options);
     command->footer(
+        "The trace options and the engine options apply to a trace; a Profile JSON was read and "
+        "simulated when it was made.\n"
         "Example: hotpass traffic workload conv.profile.json --tier fast --out "
         "conv.fast.workload.json");
-    command->callback([args, &exit_code] {
+    command->callback([args, command, &exit_code] {
         WorkloadOptions options;
         if (args->tier != "slow" && args->tier != "fast")
             return void(exit_code = fail("--tier is slow or fast"));
@@ -417,7 +460,7 @@ void add_workload(CLI::App &traffic, int &exit_code) {
                                  ? args->max_shapes
                                  : (options.tier == Tier::fast ? kMaxShapesFast : kMaxShapesSlow);
         options.max_requests = args->requests;
-        Result<Profile> profile = profile_of(args->file, args->trace, args->engine.options);
+        Result<Profile> profile = profile_of(*command, args->file, args->trace, args->options);
         if (!profile.ok()) return void(exit_code = fail(profile.error()));
         Result<Workload> workload = derive_workload(*profile, options);
         if (!workload.ok()) return void(exit_code = fail(workload.error()));

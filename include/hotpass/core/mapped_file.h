@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <ostream>
 #include <span>
 
 #include "hotpass/core/result.h"
@@ -31,7 +33,11 @@ private:
 
 // Reads a whole (small) file into a string.
 Result<std::string> read_text_file(const std::filesystem::path &path);
-// Writes a file atomically: to a temporary beside it, then rename.
+// Writes a file atomically: to a temporary beside it, then rename. On any failure `path` is left
+// as it was and the temporary is removed.
 Status write_file_atomic(const std::filesystem::path &path, std::string_view contents);
+// The same for contents that `write` streams (a file too large to hold as one string); an error
+// from `write` is returned as is.
+Status write_file_atomic(const std::filesystem::path &path, const std::function<Status(std::ostream &)> &write);
 
 }  // namespace hp

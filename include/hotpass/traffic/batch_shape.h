@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "hotpass/core/result.h"
+
 namespace hp::traffic {
 
 struct PrefillChunk {
@@ -47,5 +49,13 @@ struct StepCostModel {
         return step_ms(shape.batched_tokens(), shape.kv_tokens_read());
     }
 };
+
+// What a simulation can run on: at least one sequence and one token per step, and steps that take
+// a finite, positive time — base_ms > 0 (a step launches kernels and streams the weights even for
+// one token), per-token terms >= 0 — each coefficient at most kMaxStepCostMs (one hour), so the
+// simulated clock stays finite. Errors name the field, the range and the value.
+inline constexpr double kMaxStepCostMs = 3.6e6;
+Status check_engine_limits(const EngineLimits &limits);
+Status check_cost_model(const StepCostModel &cost);
 
 }  // namespace hp::traffic

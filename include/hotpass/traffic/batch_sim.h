@@ -55,6 +55,8 @@ class BatchSimulator {
     static constexpr size_t kMaxWaiting = 1u << 20;
     static constexpr size_t kCellSamples = 8;
 
+    // limits and cost must pass check_engine_limits / check_cost_model (a broken one stops the
+    // process); check them first where they come from a user.
     BatchSimulator(EngineLimits limits, StepCostModel cost, uint64_t seed = 0);
 
     // Arrivals must come in non-decreasing arrival_s. cached_tokens: prompt tokens served by the

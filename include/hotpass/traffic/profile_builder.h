@@ -28,8 +28,14 @@ struct ProfileOptions {
     uint64_t seed = 0;                          // for the reservoirs
 };
 
+// An error naming the first engine limit or cost-model coefficient no simulation can run on
+// (batch_shape.h); checked whether or not options.simulate, since the Profile records them.
+Status check_profile_options(const ProfileOptions &options);
+
 class ProfileBuilder {
   public:
+    // With options.simulate, options must pass check_profile_options (the simulator stops the
+    // process otherwise).
     explicit ProfileBuilder(const ProfileOptions &options = {});
 
     // Requests must come in non-decreasing arrival_s.
@@ -58,8 +64,9 @@ struct TraceProfile {
     ReadStats stats;
 };
 
-// Reads a whole trace (streaming) and profiles it. Errors: unreadable file, unknown format, or a
-// bad row under options.strict.
+// Reads a whole trace (streaming) and profiles it. Errors: options that fail
+// check_profile_options, unreadable file, unknown format, a bad row under options.strict, or no
+// valid request at all (require_requests).
 Result<TraceProfile> profile_trace(const std::filesystem::path &path,
                                    std::optional<TraceFormat> format = std::nullopt,
                                    const ReaderOptions &reader_options = {},

@@ -58,7 +58,15 @@ struct SynthOptions {
     double drift_at_s = -1;  // < 0: duration_s / 2
 };
 
-// Generates requests in arrival order and hands each to `emit`.
+// A log of more requests than this is refused: at a few hundred bytes a line it is gigabytes.
+inline constexpr uint64_t kMaxSynthRequests = 20'000'000;
+
+// An error for options synthesize() would refuse: an unknown preset, a duration that is not finite
+// and > 0, a rate that is not finite and >= 0 (0: the preset's), a NaN drift_at_s, or a log of
+// more than kMaxSynthRequests expected requests (rate x duration). Check before creating output.
+Status check_synth_options(const SynthOptions &options);
+
+// Generates requests in arrival order and hands each to `emit` (after check_synth_options).
 Status synthesize(const SynthOptions &options, const std::function<void(const Request &)> &emit);
 Result<std::vector<Request>> synthesize_requests(const SynthOptions &options);
 

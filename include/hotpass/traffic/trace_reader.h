@@ -77,6 +77,11 @@ class TraceReader {
     double last_arrival_s_ = 0;
 };
 
+// After the last row: an error when the reader yielded no request — every row was bad (often a
+// file read in the wrong format) or there was none. It counts the bad rows, quotes the first
+// reasons and suggests --format.
+Status require_requests(const TraceReader &reader);
+
 // Guesses the format from the first non-blank line: a JSON object with "input_length" is Mooncake,
 // with "input_tokens" the hotpass request log; a CSV header names Azure or BurstGPT.
 Result<TraceFormat> detect_format(const std::filesystem::path &path);

@@ -2,6 +2,8 @@
 // each, and compare it with the reference — the window the forward pass was last tuned for (at
 // first, the first full window). A window that drifts is a re-tune point and becomes the new
 // reference. Windows with fewer than thresholds.min_requests requests are reported, not compared.
+// Window k is [k * window_s, (k + 1) * window_s) of trace-relative time; a trace is cut into at
+// most kMaxWatchWindows windows (each is kept and printed), so a tiny window is an error.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,8 @@
 #include "hotpass/traffic/trace_reader.h"
 
 namespace hp::traffic {
+
+inline constexpr uint64_t kMaxWatchWindows = 100'000;
 
 struct WatchOptions {
     double window_s = 600;
@@ -37,17 +41,19 @@ struct WatchWindow {
 
 class DriftWatcher {
   public:
+    // options.window_s must be finite and > 0.
     explicit DriftWatcher(const WatchOptions &options);
-    // Requests in arrival order; returns the windows that closed because of this arrival.
+    // Requests in arrival order, in window index < kMaxWatchWindows; returns the windows that
+    // closed because of this arrival.
     std::vector<WatchWindow> add(const Request &request);
     std::vector<WatchWindow> finish();  // closes the last (partial) window
 
   private:
-    WatchWindow close_window(double end_s);
+    WatchWindow close_window();  // closes window window_index_
 
     WatchOptions options_;
     std::optional<ProfileBuilder> builder_;
-    double window_start_s_ = 0;
+    uint64_t window_index_ = 0;
     uint64_t window_requests_ = 0;
     std::optional<Profile> reference_;
 };
@@ -58,6 +64,9 @@ struct WatchResult {
     ReadStats stats;
 };
 
+// Errors: a window_s that is not finite and > 0, a trace that the window cuts into more than
+// kMaxWatchWindows windows (the message gives the shortest window that fits), the reader's errors,
+// or no valid request (require_requests).
 Result<WatchResult> watch_trace(const std::filesystem::path &path,
                                 std::optional<TraceFormat> format,
                                 const ReaderOptions &reader_options, const WatchOptions &options);
