@@ -185,6 +185,12 @@ TEST(TrafficCli, NonFiniteRatesDurationsAndTinyWindowsAreUsageErrors) {
          "more than 100000; use a window of at least 0.0354 s"},
         {"traffic watch " + trace("azure_llm_2023_conv.csv") + " --window inf",
          "bad duration `inf`"},
+        {"traffic drift " + trace("azure_llm_2023_code.csv") + " --split --ks nan",
+         "--ks: must be a finite number of KS D >= 0 and <= 1, got `nan`"},
+        {"traffic drift " + trace("azure_llm_2023_code.csv") + " --split --ks-alpha 0",
+         "--ks-alpha: must be a finite number of probability > 0 and <= 1"},
+        {"traffic watch " + trace("azure_llm_2023_conv.csv") + " --psi -1",
+         "--psi: must be a finite number of PSI >= 0"},
     };
     for (const auto &c : cases) {
         CliRun rejected = run(c.arguments, true);

@@ -187,7 +187,7 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
         ->check(count(0, "tokens"))->capture_default_str();
     submit->add_option("--seconds-per-shape", args->target_seconds, "timing budget per shape, seconds")->capture_default_str()->check(seconds());
     submit->add_option("--deadline", args->deadline_seconds, "seconds before a silent executor counts as hung")->capture_default_str()->check(seconds());
-    submit->add_flag("--no-measure", args->no_measure, "build and verify only");
+    submit->add_flag("--no-measure", args->no_measure, "build and verify only (a correct candidate is then not_faster: exit 1)");
     submit->add_option("--device", args->device, "cpu, or cuda: the candidate is .cu sources built with nvcc and run on the GPU")
         ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
     submit->add_flag("--json", args->json_output, "print the evaluation as JSON");

@@ -123,26 +123,41 @@ void warn_unused_on_profile(const CLI::App &command, const std::string &path) {
     }
 }
 
+// Thresholds are finite and >= 0 (a statistic above its threshold is drift); KS's alpha is a
+// probability.
 void add_threshold_options(CLI::App *command, DriftThresholds &t) {
-    command->add_option("--ks", t.ks, "KS D on input/output lengths")->capture_default_str();
-    command->add_option("--ks-alpha", t.ks_alpha, "KS must also have p below this")
+    constexpr double kAny = std::numeric_limits<double>::max();
+    command->add_option("--ks", t.ks, "KS D on input/output lengths")
+        ->check(finite_number(0, false, 1, "KS D"))
         ->capture_default_str();
-    command->add_option("--psi", t.psi, "PSI on input/output lengths")->capture_default_str();
-    command->add_option("--p90-change", t.p90_change, "relative P90 change")->capture_default_str();
+    command->add_option("--ks-alpha", t.ks_alpha, "KS must also have p below this")
+        ->check(finite_number(0, true, 1, "probability"))
+        ->capture_default_str();
+    command->add_option("--psi", t.psi, "PSI on input/output lengths")
+        ->check(finite_number(0, false, kAny, "PSI"))
+        ->capture_default_str();
+    command->add_option("--p90-change", t.p90_change, "relative P90 change")
+        ->check(finite_number(0, false, kAny, "relative change"))
+        ->capture_default_str();
     command
         ->add_option("--prefix-reuse-change", t.prefix_reuse_change, "absolute prefix-reuse change")
+        ->check(finite_number(0, false, 1, "reuse fraction"))
         ->capture_default_str();
     command->add_option("--rate-change", t.rate_change, "max(r/r0, r0/r) - 1")
+        ->check(finite_number(0, false, kAny, "relative change"))
         ->capture_default_str();
     command
         ->add_option("--expert-imbalance-change", t.expert_imbalance_change,
                      "relative change of MoE max/mean expert load")
+        ->check(finite_number(0, false, kAny, "relative change"))
         ->capture_default_str();
     command
         ->add_option("--expert-load-distance", t.expert_load_distance,
                      "total-variation distance of expert shares")
+        ->check(finite_number(0, false, 1, "distance"))
         ->capture_default_str();
     command->add_option("--min-requests", t.min_requests, "fewer on a side: no decision")
+        ->check(whole_number(0, std::numeric_limits<uint32_t>::max(), "requests"))
         ->capture_default_str();
 }
 
