@@ -61,11 +61,16 @@ Status write_checkpoint(const ModelConfig &config, const SyntheticOptions &optio
     if (code) return error("cannot create {}: {}", dir.string(), code.message());
     // The weights of a checkpoint written there before go first: a stale index or shard would be
     // read instead of (or beside) the new weights.
+    std::vector<std::filesystem::path> stale;
     for (const auto &entry : std::filesystem::directory_iterator(dir, code)) {
         const std::string name = entry.path().filename().string();
-        const bool weights = name == "model.safetensors" || name == "model.safetensors.index.json" ||
-                             (name.starts_with("model-") && name.ends_with(".safetensors")) || name.ends_with(".safetensors.tmp");
-        if (weights && !std::filesystem::remove(entry.path(), code)) return error("cannot remove the old {}: {}", entry.path().string(), code.message());
+        if (name == "model.safetensors" || name == "model.safetensors.index.json" || (name.starts_with("model-") && name.ends_with(".safetensors")) ||
+            name.ends_with(".safetensors.tmp")) {
+            stale.push_back(entry.path());
+        }
+    }
+    for (const std::filesystem::path &path : stale) {
+        if (!std::filesystem::remove(path, code)) return error("cannot remove the old {}: {}", path.string(), code.message());
     }
     ModelConfig written = config;
     written.dtype = options.dtype;
