@@ -16,7 +16,7 @@ echo "report: build/quickstart/report.md"
 # Decode with what the campaign promoted, on its model: the winner's plugin, or the baseline
 # when no candidate beat it (then there is no winner/ folder).
 model=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["campaign"]["model"])' build/quickstart/report.json 2>/dev/null || echo preset:tiny-llama)
-winner=$(find build/quickstart/winner -maxdepth 1 -name 'libhp_candidate_*.so' 2>/dev/null | head -1)
+winner=$(find build/quickstart/winner -maxdepth 1 -name 'libhp_candidate_*.so' 2>/dev/null | head -1 || true)  # no winner/: the baseline won
 echo
 if [ -n "$winner" ]; then
   echo "16 tokens from the winner ($winner) on $model:"
