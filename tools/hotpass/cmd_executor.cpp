@@ -146,16 +146,16 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
         "or a campaign, not by hand.");
     executor->add_option("--model", options->model, "checkpoint folder or preset:NAME")->required();
     executor->add_option("--seed", options->seed, "weight seed for presets")->capture_default_str();
-    executor->add_option("--layers", options->n_layer, "serve only the first N layers (fast tier); 0: all")->capture_default_str();
+    executor->add_option("--layers", options->n_layer, "serve only the first N layers (fast tier); 0: all")->capture_default_str()->check(count(0, "layers"));
     executor->add_option("--socket", *socket, "unix socket path to listen on (created owner-only)")->required();
     executor->add_option("--reference", options->reference, "trusted forward pass for verification")->capture_default_str();
     executor->add_option("--incumbent", options->incumbent, "forward pass candidates are timed against")->capture_default_str();
     executor->add_option("--threads", options->n_thread, "CPU threads for forward passes")->capture_default_str()->check(count(1, "threads"));
-    executor->add_option("--max-loads", options->max_loads, "exit after this many candidates (recycling)")->capture_default_str();
+    executor->add_option("--max-loads", options->max_loads, "exit after this many candidates (recycling)")->capture_default_str()->check(count(1, "candidates"));
     executor->add_flag("--no-sandbox", *no_sandbox, "do not install the seccomp filter (debugging only)");
     executor->add_option("--device", *device, "cpu, or cuda: weights, KV cache and plugins on the GPU, decode timed as CUDA graphs")
         ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-    executor->add_option("--device-index", options->device_index, "CUDA device")->capture_default_str();
+    executor->add_option("--device-index", options->device_index, "CUDA device")->capture_default_str()->check(count(0, "devices"));
     executor->callback([=, &exit_code] {
         options->socket = *socket;
         options->device = *device == "cuda" ? backend::DeviceKind::cuda : backend::DeviceKind::cpu;
