@@ -16,6 +16,7 @@
 #include "hotpass/agents/task_brief.h"
 #include "hotpass/core/clock.h"
 #include "hotpass/core/mapped_file.h"
+#include "hotpass/core/subprocess.h"
 #include "hotpass/store/objects.h"
 
 extern char **environ;
@@ -256,6 +257,7 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
         _exit(127);
     }
     setpgid(pid, pid);
+    track_process_group(pid);  // killed if hotpass quits at once (a second Ctrl-C)
     int status = 0;
     bool exited = false, timed_out = false, stopped = false;
     while (true) {
@@ -278,6 +280,7 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
     // The whole group goes: background children of a finished command, or everything on a timeout.
     kill(-pid, SIGKILL);
     if (!exited) waitpid(pid, &status, 0);
+    untrack_process_group(pid);
     relay(context);  // submissions queued just before the end get refused or answered now
     for (const auto &[id, hash] : pending_) answer(id, 5, fmt::format("candidate: {}\nverdict: unknown\nreason: the turn ended before the verdict\n", hash));
     pending_.clear();

@@ -152,6 +152,10 @@ private:
     bool budget_left() const;
     void note(const std::string &agent, const std::string &candidate, const std::string &text);
     std::unique_ptr<tune::Supervisor> make_supervisor(bool slow_tier, const std::string &incumbent, const std::string &name) const;
+    // Each executor's socket and log folder (fast, slow, final): both name their sockets executor-<n>.sock.
+    fs::path executor_dir(const std::string &name) const {
+        return fs::temp_directory_path() / fmt::format("hotpass-campaign-{}-{}-{}", campaign_.id, getpid(), name);
+    }
     ProgressState progress_state();
 
     CampaignOptions options_;
@@ -201,8 +205,7 @@ std::unique_ptr<tune::Supervisor> CampaignRun::make_supervisor(bool slow_tier, c
     launch.incumbent = incumbent;
     launch.n_thread = options_.n_thread;
     launch.device = options_.device;
-    // Each executor needs its own socket directory: both name their sockets executor-<n>.sock.
-    launch.work_dir = fs::temp_directory_path() / fmt::format("hotpass-campaign-{}-{}-{}", campaign_.id, getpid(), name);
+    launch.work_dir = executor_dir(name);
     return std::make_unique<tune::Supervisor>(launch);
 }
 
@@ -792,7 +795,7 @@ Result<CampaignSummary> CampaignRun::run() {
     slow_.reset();
     for (const char *name : {"fast", "slow", "final"}) {
         std::error_code code;
-        fs::remove_all(fs::temp_directory_path() / fmt::format("hotpass-campaign-{}-{}-{}", campaign_.id, getpid(), name), code);
+        fs::remove_all(executor_dir(name), code);
     }
     (void)store_->set_campaign_status(campaign_.id, stop_ && stop_->load() ? "stopped" : "finished");
     (void)store_->set_elapsed(campaign_.id, elapsed());

@@ -304,24 +304,41 @@ Result<ReportFiles> write_report(store::Store &store, int64_t campaign_id, const
         files.winner_significant = speedup.value("significant", false);
     }
 
-    // The winner directory: its sources, candidate.json and the built artifact.
+    // The winner directory: its sources, candidate.json and the built artifact, put together in
+    // winner.tmp and renamed into place, so a failure never leaves a winner/ without its
+    // candidate.json (check_report_dir would refuse that folder from then on).
     const std::string winner = (*report)["winner"]["hash"];
     files.winner_dir = out / "winner";
-    fs::remove_all(files.winner_dir, code);
+    const fs::path staging = out / "winner.tmp";
+    fs::remove_all(staging, code);
     auto found = store.find_candidates(winner);
-    if (winner == "baseline" || !found.ok() || found->empty()) return files;
+    if (winner == "baseline" || !found.ok() || found->empty()) {
+        fs::remove_all(files.winner_dir, code);
+        return files;
+    }
     const store::CandidateRecord &record = found->front();
-    fs::create_directories(files.winner_dir, code);
-    fs::copy(objects.sources(record.source_hash), files.winner_dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing, code);
-    if (code) return error("cannot copy the winner's sources: {}", code.message());
-    json metadata = {{"parent", record.parent}, {"agent", record.agent}, {"knobs", record.knobs}, {"notes", record.notes},
-                     {"hash", record.hash}, {"campaign", campaign_id}};
-    HP_TRY(write_file_atomic(files.winner_dir / "candidate.json", metadata.dump(2) + "\n"));
-    const auto winner_builds = store.builds(record.id);
-    if (winner_builds.ok()) for (const auto &build : *winner_builds) {
-        if (!build.ok || !fs::exists(build.artifact)) continue;
-        fs::copy_file(build.artifact, files.winner_dir / fs::path(build.artifact).filename(), fs::copy_options::overwrite_existing, code);
-        break;
+    auto staged = [&]() -> Status {
+        fs::create_directories(staging, code);
+        fs::copy(objects.sources(record.source_hash), staging, fs::copy_options::recursive | fs::copy_options::overwrite_existing, code);
+        if (code) return error("cannot copy the winner's sources: {}", code.message());
+        json metadata = {{"parent", record.parent}, {"agent", record.agent}, {"knobs", record.knobs}, {"notes", record.notes},
+                         {"hash", record.hash}, {"campaign", campaign_id}};
+        HP_TRY(write_file_atomic(staging / "candidate.json", metadata.dump(2) + "\n"));
+        const auto winner_builds = store.builds(record.id);
+        if (winner_builds.ok()) for (const auto &build : *winner_builds) {
+            if (!build.ok || !fs::exists(build.artifact)) continue;
+            fs::copy_file(build.artifact, staging / fs::path(build.artifact).filename(), fs::copy_options::overwrite_existing, code);
+            if (code) return error("cannot copy the winner's artifact: {}", code.message());
+            break;
+        }
+        fs::remove_all(files.winner_dir, code);
+        fs::rename(staging, files.winner_dir, code);
+        if (code) return error("cannot move {} to {}: {}", staging.string(), files.winner_dir.string(), code.message());
+        return {};
+    }();
+    if (!staged.ok()) {
+        fs::remove_all(staging, code);
+        return Error{staged.error()};
     }
     return files;
 }

@@ -127,10 +127,13 @@ Result<std::vector<tune::Shape>> load_executor_shapes(const std::string &path, b
     auto text = read_text_file(path);
     if (!text.ok()) return Error{text.error()};
     const auto json = nlohmann::json::parse(*text, nullptr, false);
-    if (!json.is_discarded() && !(json.is_object() && json.contains("schema"))) return tune::parse_shapes(json);
-    auto traffic = load_campaign_traffic(path);  // a trace (not JSON), a workload or a profile (a "schema")
-    if (!traffic.ok()) return Error{traffic.error()};
-    return fast_tier ? traffic->fast_shapes : traffic->slow_shapes;
+    const bool json_object = !json.is_discarded() && json.is_object();
+    if (json_object && json.contains("shapes") && !json.contains("schema")) return tune::parse_shapes(json);
+    // A workload or a profile (they carry a "schema"), or a trace (a one-request JSONL log is one object).
+    auto traffic = load_campaign_traffic(path);
+    if (traffic.ok()) return fast_tier ? traffic->fast_shapes : traffic->slow_shapes;
+    if (json_object || json.is_discarded()) return Error{traffic.error()};
+    return error("expected {{\"shapes\": [...]}}, a workload, a profile or a trace ({})", traffic.error());
 }
 
 }  // namespace hp::campaign

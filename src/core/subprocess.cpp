@@ -6,12 +6,37 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "hotpass/core/clock.h"
 
 namespace hp {
+
+namespace {
+std::atomic<pid_t> g_tracked_groups[kMaxTrackedGroups];
+}  // namespace
+
+void track_process_group(pid_t group) {
+    for (std::atomic<pid_t> &slot : g_tracked_groups) {
+        pid_t empty = 0;
+        if (slot.compare_exchange_strong(empty, group)) return;
+    }
+}
+
+void untrack_process_group(pid_t group) {
+    for (std::atomic<pid_t> &slot : g_tracked_groups) {
+        pid_t expected = group;
+        if (slot.compare_exchange_strong(expected, 0)) return;
+    }
+}
+
+void kill_tracked_process_groups() {
+    for (std::atomic<pid_t> &slot : g_tracked_groups) {
+        if (const pid_t group = slot.load(); group > 0) kill(-group, SIGKILL);
+    }
+}
 
 Result<ProcessResult> run_process(const std::vector<std::string> &argv, const ProcessOptions &options) {
     HP_CHECK(!argv.empty(), "run_process with no argv");
@@ -37,6 +62,8 @@ Result<ProcessResult> run_process(const std::vector<std::string> &argv, const Pr
         (void)!write(STDERR_FILENO, message, sizeof message - 1);
         _exit(127);
     }
+    setpgid(pid, pid);  // also here: the group exists before it is tracked or killed
+    track_process_group(pid);
     close(pipe_fds[1]);
     ProcessResult result;
     char buffer[4096];
@@ -75,6 +102,7 @@ Result<ProcessResult> run_process(const std::vector<std::string> &argv, const Pr
         }
         usleep(2000);
     }
+    untrack_process_group(pid);
     result.seconds = now_seconds() - start;
     if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
     else if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);

@@ -12,6 +12,7 @@
 #include <deque>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "hotpass/core/clock.h"
 
@@ -40,6 +41,9 @@ Supervisor::~Supervisor() {
 
 Status Supervisor::ensure_started() {
     if (pid_ > 0) return Status::success();
+    // The executor's death signal follows the thread that forks it: a thread that ends would take
+    // the executor with it mid-candidate. One supervisor, one thread.
+    HP_CHECK(std::this_thread::get_id() == owner_, "a Supervisor starts executors from the thread that created it");
     std::error_code code;
     fs::create_directories(launch_.work_dir, code);  // a caller may share the folder and have removed it
     if (code) return error("cannot create {}: {}", launch_.work_dir.string(), code.message());
@@ -68,7 +72,6 @@ Status Supervisor::ensure_started() {
         // Its own process group: a terminal's Ctrl-C reaches hotpass, which decides, not the
         // executor mid-candidate (that would be recorded as the candidate's crash). It still dies
         // with hotpass (a hanging candidate would otherwise spin on with no deadline to stop it).
-        // The death signal follows the forking thread: supervisors are driven from one thread.
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(127);

@@ -70,9 +70,13 @@ TEST(WorkloadShapes, TheDefaultChatTrafficGivesATwoTierWorkload) {
 
 // `hotpass submit --workload` takes the executor's own shapes and the traffic command's files
 // alike (it used to abort on a `hotpass traffic workload` file).
-TEST(WorkloadShapes, SubmitTakesExecutorShapesAndTrafficWorkloads) {
+struct SubmitShapes : testing::Test {
     const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("hotpass-shapes-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir);
+    void SetUp() override { std::filesystem::create_directories(dir); }
+    void TearDown() override { std::filesystem::remove_all(dir); }
+};
+
+TEST_F(SubmitShapes, TakesExecutorShapesAndTrafficWorkloads) {
     auto chat = load_campaign_traffic("chat");
     ASSERT_TRUE(chat.ok()) << chat.error();
 
@@ -95,7 +99,6 @@ TEST(WorkloadShapes, SubmitTakesExecutorShapesAndTrafficWorkloads) {
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().find("decode_batch"), std::string::npos) << bad.error();
     EXPECT_FALSE(load_executor_shapes((dir / "missing.json").string(), true).ok());
-    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-#include "hotpass/core/mapped_file.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include "hotpass/core/mapped_file.h"
 
 namespace hp {
 namespace {
@@ -33,10 +33,12 @@ TEST_F(FileTest, WriteAtomicFailsCleanly) {
     EXPECT_NE(into_folder.error().find("it is a folder"), std::string::npos) << into_folder.error();
     EXPECT_FALSE(fs::exists(root / "folder.tmp"));
     EXPECT_FALSE(write_file_atomic(root / "missing" / "a.json", "x").ok());
-    EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator()), 1);  // only folder/
+    EXPECT_EQ(std::distance(fs::directory_iterator(root), fs::directory_iterator()),
+              1);  // only folder/
 }
 
-// A streamed write that fails leaves the old file as it was (`traffic synth --out` used to empty it).
+// A streamed write that fails leaves the old file as it was (`traffic synth --out` used to empty
+// it).
 TEST_F(FileTest, StreamedWriteKeepsTheOldFileOnError) {
     ASSERT_TRUE(write_file_atomic(root / "log.jsonl", "precious").ok());
     const Status failed = write_file_atomic(root / "log.jsonl", [](std::ostream &out) -> Status {

@@ -1,6 +1,6 @@
-#include "hotpass/tune/runner.h"
-
 #include <gtest/gtest.h>
+
+#include "hotpass/tune/runner.h"
 
 namespace hp::tune {
 namespace {
@@ -22,7 +22,8 @@ TEST(ParseShapes, ReadsWhatShapesToJsonWrites) {
 }
 
 TEST(ParseShapes, DefaultsNameAndWeight) {
-    auto parsed = parse_shapes(json::parse(R"({"shapes": [{"decode_batch": 4, "decode_kv": 256, "prefill": [32]}]})"));
+    auto parsed = parse_shapes(
+        json::parse(R"({"shapes": [{"decode_batch": 4, "decode_kv": 256, "prefill": [32]}]})"));
     ASSERT_TRUE(parsed.ok()) << parsed.error();
     EXPECT_EQ((*parsed)[0].weight, 1.0);
     EXPECT_EQ((*parsed)[0].name, "decode 4x256 prefill [32]");
@@ -39,19 +40,24 @@ TEST(ParseShapes, MalformedWorkloadsAreErrors) {
         {R"({"shapes": [{"decode_batch": "4"}]})", "shapes[0].decode_batch: expected an integer"},
         {R"({"shapes": [{"decode_batch": -1}]})", "shapes[0].decode_batch: expected an integer"},
         {R"({"shapes": [{"decode_batch": 2.5}]})", "shapes[0].decode_batch: expected an integer"},
-        {R"({"shapes": [{"decode": {"batch": 4, "kv_len": 8}}]})", "shapes[0]: neither decode_batch nor prefill"},
-        {R"({"shapes": [{"prefill": [{"tokens": 8}]}]})", "shapes[0].prefill[0]: expected an integer"},
+        {R"({"shapes": [{"decode": {"batch": 4, "kv_len": 8}}]})",
+         "shapes[0]: neither decode_batch nor prefill"},
+        {R"({"shapes": [{"prefill": [{"tokens": 8}]}]})",
+         "shapes[0].prefill[0]: expected an integer"},
         {R"({"shapes": [{"prefill": 8}]})", "shapes[0].prefill: expected an array"},
         {R"({"shapes": [{"prefill": [0]}]})", "at least one token"},
-        {R"({"shapes": [{"decode_batch": 1, "weight": 0}]})", "shapes[0].weight: expected a positive number"},
-        {R"({"shapes": [{"decode_batch": 1, "weight": "1"}]})", "shapes[0].weight: expected a positive number"},
+        {R"({"shapes": [{"decode_batch": 1, "weight": 0}]})",
+         "shapes[0].weight: expected a positive number"},
+        {R"({"shapes": [{"decode_batch": 1, "weight": "1"}]})",
+         "shapes[0].weight: expected a positive number"},
         {R"({"shapes": [{"decode_batch": 1, "name": 7}]})", "shapes[0].name: expected a string"},
         {R"({"shapes": [{"decode_batch": 1}, {"decode_kv": 8}]})", "shapes[1]: neither"},
     };
     for (const auto &[text, message] : cases) {
         auto parsed = parse_shapes(json::parse(text));
         ASSERT_FALSE(parsed.ok()) << text;
-        EXPECT_NE(parsed.error().find(message), std::string::npos) << text << ": " << parsed.error();
+        EXPECT_NE(parsed.error().find(message), std::string::npos)
+            << text << ": " << parsed.error();
     }
 }
 

@@ -12,6 +12,7 @@
 #include "hotpass/campaign/campaign.h"
 #include "hotpass/campaign/report.h"
 #include "hotpass/core/subprocess.h"
+#include "hotpass/model/model.h"
 #include "hotpass/store/objects.h"
 #include "hotpass/store/store.h"
 
@@ -21,9 +22,13 @@ namespace {
 std::atomic<bool> g_stop{false};
 // The first Ctrl-C (or SIGTERM) stops the campaign after the evaluation in progress, which then
 // counts as run (the executors sit in their own process group, so the terminal's SIGINT does not
-// kill them mid-candidate); a second one quits at once, and `--resume` marks that candidate lost.
+// kill them mid-candidate); a second one quits at once, killing the builds and agent turns in
+// flight (the executors die with hotpass), and `--resume` marks that candidate lost.
 void on_signal(int) {
-    if (g_stop.exchange(true)) _exit(130);
+    if (g_stop.exchange(true)) {
+        kill_tracked_process_groups();
+        _exit(130);
+    }
     constexpr char kMessage[] = "\nhotpass: stopping after the evaluation in progress (Ctrl-C again quits now)\n";
     (void)!write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
 }
@@ -31,6 +36,7 @@ void on_signal(int) {
 struct OptimizeArgs {
     std::string model = "auto";
     std::string traffic = "chat";
+    bool model_given = false, traffic_given = false;  // on the command line, whatever the value
     std::string budget;
     std::string agents = "knob-search:2";
     std::string tiers = "fast,slow";
@@ -65,7 +71,7 @@ std::string auto_model(const campaign::Budget &budget, const std::string &device
 }
 
 int run_optimize(const OptimizeArgs &args) {
-    if (args.resume && (args.model != "auto" || args.traffic != "chat")) {
+    if (args.resume && (args.model_given || args.traffic_given)) {
         fmt::print(stderr, "error: --resume {} continues with the model and traffic the campaign started with; leave out --model and --traffic\n",
                    args.resume);
         return 2;
@@ -101,6 +107,15 @@ int run_optimize(const OptimizeArgs &args) {
     options.llm.max_turns = args.agent_turns;
     options.llm.timeout_seconds = args.llm_timeout;
     options.model = args.model == "auto" ? auto_model(options.budget, args.device) : args.model;
+    // What the campaign would refuse before it starts, as usage errors (exit 2).
+    if (Status model = model::check_model_spec(options.model); !args.resume && !model.ok()) {
+        fmt::print(stderr, "error: --model {}: {}\n", options.model, model.error());
+        return 2;
+    }
+    if (Status out = campaign::check_report_dir(args.out); !args.out.empty() && !out.ok()) {
+        fmt::print(stderr, "error: {}\n", out.error());
+        return 2;
+    }
     options.device = args.device;
     options.traffic = args.traffic;
     options.two_tiers = args.tiers == "fast,slow";
@@ -309,7 +324,11 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
                          "CUDA always does, its reference is fast)")
         ->check(count(0, "tokens"))->capture_default_str();
     optimize->add_flag("--fresh-executor", args->fresh_executor, "restart the executor for every candidate (a benchmark control)");
-    optimize->callback([args, &exit_code] { exit_code = run_optimize(*args); });
+    optimize->callback([args, optimize, &exit_code] {
+        args->model_given = optimize->count("--model") > 0;
+        args->traffic_given = optimize->count("--traffic") > 0;
+        exit_code = run_optimize(*args);
+    });
 
     auto store_path = std::make_shared<std::string>();
     auto *campaigns = app.add_subcommand("campaigns", "List the campaigns in the store.");

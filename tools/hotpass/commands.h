@@ -6,7 +6,6 @@
 
 namespace hp::cli {
 
-
 void add_model_commands(CLI::App &app, int &exit_code);
 void add_generate_command(CLI::App &app, int &exit_code);
 void add_traffic_commands(CLI::App &app, int &exit_code);

@@ -3,9 +3,9 @@
 // converts it, so `-1` for a count gets this message too; CLI11 prefixes the option name.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -17,7 +17,8 @@ namespace hp::cli {
 
 // A whole number of `unit` in [lowest, highest].
 inline CLI::Validator whole_number(uint64_t lowest, uint64_t highest, std::string_view unit) {
-    const std::string message = fmt::format("must be a whole number of {} from {} to {}", unit, lowest, highest);
+    const std::string message =
+        fmt::format("must be a whole number of {} from {} to {}", unit, lowest, highest);
     return CLI::Validator(
         [=](std::string &text) -> std::string {
             uint64_t value = 0;
@@ -31,9 +32,10 @@ inline CLI::Validator whole_number(uint64_t lowest, uint64_t highest, std::strin
 
 // A finite number of `unit` in [lowest, highest], or in (lowest, highest] when `lowest_excluded`;
 // `why` (may be empty) tells the user what the bound means.
-inline CLI::Validator finite_number(double lowest, bool lowest_excluded, double highest, std::string_view unit,
-                                    std::string_view why = "") {
-    std::string message = fmt::format("must be a finite number of {} {} {}", unit, lowest_excluded ? ">" : ">=", lowest);
+inline CLI::Validator finite_number(double lowest, bool lowest_excluded, double highest,
+                                    std::string_view unit, std::string_view why = "") {
+    std::string message = fmt::format("must be a finite number of {} {} {}", unit,
+                                      lowest_excluded ? ">" : ">=", lowest);
     if (highest < std::numeric_limits<double>::max()) message += fmt::format(" and <= {}", highest);
     if (!why.empty()) message += fmt::format(" ({})", why);
     return CLI::Validator(
@@ -53,6 +55,8 @@ inline CLI::Validator count(uint64_t lowest, std::string_view unit) {
     return whole_number(lowest, uint64_t(std::numeric_limits<int32_t>::max()), unit);
 }
 // Seconds > 0.
-inline CLI::Validator seconds() { return finite_number(0, true, std::numeric_limits<double>::max(), "seconds"); }
+inline CLI::Validator seconds() {
+    return finite_number(0, true, std::numeric_limits<double>::max(), "seconds");
+}
 
 }  // namespace hp::cli

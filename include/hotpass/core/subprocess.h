@@ -1,6 +1,8 @@
 // Running a child process with a time limit, capturing its combined output.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -27,6 +29,16 @@ struct ProcessOptions {
 
 // Runs argv[0] (looked up in PATH) with argv. The child gets its own process group; on timeout
 // the whole group is killed with SIGKILL. An error only when the process cannot be started.
+// The group is tracked (below) while it runs.
 Result<ProcessResult> run_process(const std::vector<std::string> &argv, const ProcessOptions &options = {});
+
+// Process groups of children that live in groups of their own (out of reach of the terminal's
+// Ctrl-C) and must not outlive this process: builds, agent turns. A signal handler that ends the
+// process at once calls kill_tracked_process_groups first (async-signal-safe: atomics and kill).
+// At most kMaxTrackedGroups at a time; beyond that a group is not tracked.
+inline constexpr int kMaxTrackedGroups = 256;
+void track_process_group(pid_t group);
+void untrack_process_group(pid_t group);
+void kill_tracked_process_groups();
 
 }  // namespace hp

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "hotpass/core/result.h"
 #include "hotpass/engine/rpc.h"
@@ -68,6 +69,7 @@ private:
     ExecutorLaunch launch_;
     pid_t pid_ = -1;
     bool owns_work_dir_ = false;
+    std::thread::id owner_ = std::this_thread::get_id();  // the thread that starts its executors
     engine::LineChannel channel_;
     int next_id_ = 1;
     int n_start_ = 0;
