@@ -108,13 +108,17 @@ int run_optimize(const OptimizeArgs &args) {
     options.llm.timeout_seconds = args.llm_timeout;
     options.model = args.model == "auto" ? auto_model(options.budget, args.device) : args.model;
     // What the campaign would refuse before it starts, as usage errors (exit 2).
-    if (Status model = model::check_model_spec(options.model); !args.resume && !model.ok()) {
-        fmt::print(stderr, "error: --model {}: {}\n", options.model, model.error());
-        return 2;
+    if (!args.resume) {
+        if (Status model = model::check_model_spec(options.model); !model.ok()) {
+            fmt::print(stderr, "error: --model {}: {}\n", options.model, model.error());
+            return 2;
+        }
     }
-    if (Status out = campaign::check_report_dir(args.out); !args.out.empty() && !out.ok()) {
-        fmt::print(stderr, "error: {}\n", out.error());
-        return 2;
+    if (!args.out.empty()) {
+        if (Status out = campaign::check_report_dir(args.out); !out.ok()) {
+            fmt::print(stderr, "error: {}\n", out.error());
+            return 2;
+        }
     }
     options.device = args.device;
     options.traffic = args.traffic;

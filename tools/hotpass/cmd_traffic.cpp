@@ -412,8 +412,8 @@ void add_synth(CLI::App &traffic, int &exit_code) {
             if (!at_s.ok()) return void(exit_code = fail(at_s.error()));
             options.drift_at_s = *at_s;
         }
-        Status valid = check_synth_options(options);
-        if (!valid.ok()) return void(exit_code = fail(valid.error()));
+        // synthesize checks its options before the first request; with --out, a failure leaves
+        // an existing file as it was (write_file_atomic).
         uint64_t written = 0;
         const auto write_log = [&](std::ostream &out) -> Status {
             HP_TRY(synthesize(options, [&](const Request &request) {
