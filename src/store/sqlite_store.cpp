@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <thread>
 
 namespace hp::store {
 
@@ -187,6 +188,9 @@ VerdictRecord read_verdict(const Statement &s) {
 
 }  // namespace
 
+// How long a connection waits for another one's lock (hotpass show, a resumed campaign) before failing.
+constexpr std::chrono::milliseconds kBusyTimeout{10000};
+
 double unix_seconds() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -200,12 +204,8 @@ Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path &path) {
     if (sqlite3_open_v2(path.c_str(), &store->db_, flags, nullptr) != SQLITE_OK) {
         return error("cannot open the store {}: {}", path.string(), store->db_ ? sqlite3_errmsg(store->db_) : "out of memory");
     }
-    sqlite3_busy_timeout(store->db_, 10000);  // other processes (hotpass show, a resumed campaign) may hold the lock briefly
-    {
-        Statement wal(store->db_, "PRAGMA journal_mode=WAL");
-        wal.step();
-        if (Status status = wal.status(); !status.ok()) return error("{}: cannot enable WAL: {}", path.string(), status.error());
-    }
+    sqlite3_busy_timeout(store->db_, int(kBusyTimeout.count()));  // other processes (hotpass show, a resumed campaign) may hold the lock briefly
+    if (Status status = store->enable_wal(); !status.ok()) return error("{}: cannot enable WAL: {}", path.string(), status.error());
     // NORMAL in WAL mode: a commit survives a process kill (not necessarily a power cut).
     HP_TRY(store->exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
     if (Status status = store->migrate(); !status.ok()) return error("{}: {}", path.string(), status.error());
@@ -226,36 +226,60 @@ Status Store::exec(const std::string &sql) {
     return {};
 }
 
+// Switching a fresh file to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once,
+// without calling the busy handler, while another connection is opening the same file; so wait
+// here as the busy timeout would. A file already in WAL mode answers without any lock.
+Status Store::enable_wal() {
+    const auto deadline = std::chrono::steady_clock::now() + kBusyTimeout;
+    for (;;) {
+        Statement wal(db_, "PRAGMA journal_mode=WAL");
+        const std::string mode = wal.step() ? wal.text(0) : "";
+        if (wal.status().ok()) {
+            if (mode == "wal") return {};
+            return error("the journal mode stayed '{}'", mode);
+        }
+        const int code = sqlite3_errcode(db_);
+        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || std::chrono::steady_clock::now() > deadline) {
+            return Error{wal.status().error()};
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+}
+
 Status Store::migrate() {
     std::lock_guard lock(mutex_);
     HP_TRY(exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"));
+    // One transaction per migration, the version read inside it: another connection opening the
+    // same store at the same moment may have applied the migration this one was about to.
+    for (;;) {
+        HP_TRY(exec("BEGIN IMMEDIATE"));
+        Result<bool> applied = apply_next_migration();
+        if (!applied.ok()) {
+            (void)exec("ROLLBACK");
+            return Error{applied.error()};
+        }
+        HP_TRY(exec("COMMIT"));
+        if (!*applied) return {};
+    }
+}
+
+Result<bool> Store::apply_next_migration() {
+    constexpr int n_migration = int(sizeof(kMigrations) / sizeof(kMigrations[0]));
+    static_assert(n_migration == kSchemaVersion, "one migration per schema version");
     int version = 0;
     {
         Statement current(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
         version = current.step() ? int(current.integer(0)) : 0;
         HP_TRY(current.status());
-    }  // finalized before any transaction commits
-    constexpr int n_migration = int(sizeof(kMigrations) / sizeof(kMigrations[0]));
-    static_assert(n_migration == kSchemaVersion, "one migration per schema version");
-    if (version > n_migration) {
-        return error("schema version {} is newer than this hotpass understands ({})", version, n_migration);
+    }  // finalized before the transaction ends
+    if (version > n_migration) return error("schema version {} is newer than this hotpass understands ({})", version, n_migration);
+    if (version == n_migration) return false;
+    Status applied = exec(kMigrations[version]);
+    if (applied.ok()) {
+        applied = Statement(db_, "INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)").bind(version + 1).bind(unix_seconds()).run();
     }
-    for (int next = version; next < n_migration; ++next) {
-        HP_TRY(exec("BEGIN IMMEDIATE"));
-        Status applied = exec(kMigrations[next]);
-        if (applied.ok()) {
-            applied = Statement(db_, "INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)")
-                          .bind(next + 1)
-                          .bind(unix_seconds())
-                          .run();
-        }
-        if (!applied.ok()) {
-            (void)exec("ROLLBACK");
-            return error("migration to schema version {} failed: {}", next + 1, applied.error());
-        }
-        HP_TRY(exec("COMMIT"));
-    }
-    return {};
+    if (!applied.ok()) return error("migration to schema version {} failed: {}", version + 1, applied.error());
+    return true;
 }
 
 Result<int> Store::schema_version() {

@@ -188,5 +188,25 @@ TEST_F(StoreTest, ConcurrentWritersFromThreadsAndASecondConnection) {
     EXPECT_EQ(store->notes(campaign, 10).value().size(), 10u);
 }
 
+// Two processes opening a fresh store at once (a campaign and `hotpass show`, or a test polling
+// a campaign it just started) must both see one schema: the version is read inside the
+// migration's own write transaction, so nobody applies a migration another connection has applied.
+TEST_F(StoreTest, ConnectionsOpeningAFreshStoreAtOnceAllSucceed) {
+    for (int round = 0; round < 20; ++round) {
+        fs::remove_all(dir_);
+        std::vector<std::thread> threads;
+        std::vector<std::string> errors(6);
+        for (size_t t = 0; t < errors.size(); ++t) {
+            threads.emplace_back([&, t] {
+                auto store = Store::open(dir_ / "store.db");
+                if (!store.ok()) errors[t] = store.error();
+                else if ((*store)->schema_version().value() != kSchemaVersion) errors[t] = "wrong schema version";
+            });
+        }
+        for (auto &thread : threads) thread.join();
+        for (const std::string &e : errors) ASSERT_EQ(e, "") << "round " << round;
+    }
+}
+
 }  // namespace
 }  // namespace hp::store

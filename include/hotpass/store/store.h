@@ -77,7 +77,10 @@ public:
 private:
     Store() = default;
     Status exec(const std::string &sql);
+    Status enable_wal();
     Status migrate();
+    // Inside migrate()'s transaction: applies the migration after the stored version; false when none is left.
+    Result<bool> apply_next_migration();
 
     std::filesystem::path path_;
     sqlite3 *db_ = nullptr;
