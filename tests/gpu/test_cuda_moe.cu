@@ -110,6 +110,9 @@ struct Case {
     bool single_route = false;  // single_token: the gate/up and down kernels route the token themselves (no routing kernel)
     bool fused = false;         // single_token: the fused kernel (moe_fused.cuh) computes the router logits and runs the whole FFN
     moe::FusedDown down = moe::FusedDown::rows;  // fused: the down form (knobs moe_fused_down_mma, moe_fused_stage_down, moe_fused_split_down)
+    bool logit_flags = false;    // fused: the logits handed over as tagged words, no barrier 1 (knob moe_fused_logit_flags)
+    bool tables_shared = false;  // fused: the expert tables copied to shared memory (knob moe_fused_tables_shared)
+    int launches = 1;            // fused: launches on one barrier counter (and tag words); the earlier ones with an all-zero router
 };
 
 std::string describe(const Case &c) {
@@ -118,6 +121,8 @@ std::string describe(const Case &c) {
            std::to_string(c.d_model) + ", d_ff " + std::to_string(c.d_ff) + ", " + routing + (c.norm_topk_prob ? ", norm_topk" : "") +
            (c.folded ? ", folded norm" : "") + (c.shared ? ", shared" : "") + (c.next_norm ? ", next norm" : "") +
            (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") + (c.fused ? std::string(", fused kernel, ") + moe::fused_down_name(c.down) : "") +
+           (c.logit_flags ? ", tagged logits" : "") + (c.tables_shared ? ", tables in shared memory" : "") +
+           (c.launches > 1 ? ", launch " + std::to_string(c.launches) + " on one counter" : "") +
            (c.down_tiles > 1 ? ", down tiles " + std::to_string(c.down_tiles) : "");
 }
 
@@ -265,14 +270,31 @@ void run_case(const Case &c, uint32_t seed) {
     }
     for (void *ptr : arena.ptrs) ASSERT_NE(ptr, nullptr);
     moe::FusedParams f;
+    const __nv_bfloat16 *zero_router = nullptr;  // the earlier launches' router (Case::launches)
     if (c.fused) {
         f = moe::fused_params(s, reinterpret_cast<const __nv_bfloat16 *>(arena.upload(router.host)), arena.filled<float>(size_t(E), NAN),
                               arena.filled<unsigned long long>(1, 0ull),
-                              arena.filled<float>(size_t(hp_cuda_gemv::device_sm_count()) * D, NAN));
+                              arena.filled<float>(size_t(hp_cuda_gemv::device_sm_count()) * D, NAN),
+                              c.logit_flags ? arena.filled<unsigned long long>(size_t(E), 0ull) : nullptr);
+        f.tables_shared = c.tables_shared;
+        if (c.launches > 1) {
+            zero_router = reinterpret_cast<const __nv_bfloat16 *>(arena.filled<uint16_t>(size_t(E) * D, 0));
+            ASSERT_NE(zero_router, nullptr);
+        }
         ASSERT_TRUE(c.single_token && moe::fused_fits(f, aligned) && moe::fused_resident(f, c.down)) << "a fused case the kernel does not take";
     }
     auto run = [&] {
         if (c.fused) {
+            // Earlier launches on the same counter and tag words route by an all-zero router (experts
+            // 0..k-1): a launch that took the previous launch's logits would route wrongly. Then the
+            // residual and the counts are put back, and the checked launch runs.
+            moe::FusedParams warm = f;
+            warm.router = zero_router;
+            for (int launch = 1; launch < c.launches; ++launch) ASSERT_EQ(moe::launch_fused(warm, nullptr, c.down), cudaSuccess);
+            if (c.launches > 1) {
+                CHECK_CUDA(cudaMemcpy(s.x, x0.data(), x0.size() * sizeof(x0[0]), cudaMemcpyHostToDevice));
+                CHECK_CUDA(cudaMemset(r.expert_counts, 0, size_t(E) * sizeof(int32_t)));
+            }
             ASSERT_EQ(moe::launch_fused(f, nullptr, c.down), cudaSuccess);
             return;
         }
@@ -637,12 +659,25 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
         // top-20: more experts than the block has warps (the partials' rows)
         {1, 32, 20, 256, 64, Routing::random, true, true, false, true, false, 16, true},
     };
+    // How the logits reach the routing and the tables are read: barrier 1 and the tables in global
+    // memory (the defaults), tagged words after two earlier launches on the same counter, the tables
+    // in shared memory.
+    struct Handoff {
+        bool logit_flags, tables_shared;
+        int launches;
+    };
+    const Handoff handoffs[] = {{false, false, 1}, {true, false, 3}, {false, true, 1}, {true, true, 2}};
     uint32_t seed = 100;
     for (Case &c : cases) {  // the down forms: rows by register loads after gate/up (products by FMAs, on tensor cores), rows staged during it, split by gate/up items
         c.fused = true;
         for (moe::FusedDown down : {moe::FusedDown::rows, moe::FusedDown::mma, moe::FusedDown::staged, moe::FusedDown::split}) {
-            c.down = down;
-            run_case(c, seed);
+            for (const Handoff &handoff : handoffs) {
+                c.down = down;
+                c.logit_flags = handoff.logit_flags;
+                c.tables_shared = handoff.tables_shared;
+                c.launches = handoff.launches;
+                run_case(c, seed);
+            }
         }
         ++seed;
     }

@@ -112,6 +112,7 @@ struct BaselineState {
     int32_t *attn_counters = nullptr;  // flash-decoding split counters [kTokenSplits][n_head_kv], zero between steps
     unsigned long long *moe_barrier = nullptr;  // the fused one-token MoE kernel's grid barrier counter (moe_fused.cuh), zero at create
     float *moe_partial = nullptr;               // its split down's per-block partials, f32 [SMs][d_model] (moe_fused_split_down)
+    unsigned long long *moe_logit_tags = nullptr;  // its tagged logits, [n_expert], zero at create (moe_fused_logit_flags)
     unsigned long long *moe_trace = nullptr;  // HP_CUDA_MOE_FUSED_TRACE builds: [n_layer][SMs][kFusedTracePoints] of the last step
     unsigned long long *attn_trace = nullptr;  // HP_CUDA_ATTN_TRACE builds: [n_layer][kFdTraceBlocks][kFdTracePoints] of the last step
     Matrix lm_head;
@@ -566,6 +567,12 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
         state->moe_barrier = static_cast<unsigned long long *>(state_alloc(*state, sizeof(unsigned long long), state->allocations));
         if (!state->moe_barrier) return fail(HP_ERR_OUT_OF_MEMORY);
         cudaMemsetAsync(state->moe_barrier, 0, sizeof(unsigned long long), state->stream);
+        if (HP_CUDA_MOE_FUSED_LOGIT_FLAGS) {  // zero with the counter: the tags are derived from it (fused_logit_tag)
+            const size_t bytes = size_t(c.n_expert) * sizeof(unsigned long long);
+            state->moe_logit_tags = static_cast<unsigned long long *>(state_alloc(*state, bytes, state->allocations));
+            if (!state->moe_logit_tags) return fail(HP_ERR_OUT_OF_MEMORY);
+            cudaMemsetAsync(state->moe_logit_tags, 0, bytes, state->stream);
+        }
         if (HP_CUDA_MOE_FUSED_SPLIT_DOWN) {
             const size_t bytes = size_t(hp_cuda_gemv::device_sm_count()) * c.d_model * sizeof(float);
             state->moe_partial = static_cast<float *>(state_alloc(*state, bytes, state->allocations));
@@ -830,7 +837,7 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
         }
     }
     if (step.single_token && HP_CUDA_MOE_FUSED && m.router.n_in == c.d_model) {  // router to residual in one launch (moe_fused.cuh)
-        hp_cuda_moe::FusedParams f = hp_cuda_moe::fused_params(step, m.router.w, a.router, state.moe_barrier, state.moe_partial);
+        hp_cuda_moe::FusedParams f = hp_cuda_moe::fused_params(step, m.router.w, a.router, state.moe_barrier, state.moe_partial, state.moe_logit_tags);
         if (state.moe_trace) f.trace = state.moe_trace + size_t(layer) * hp_cuda_gemv::device_sm_count() * hp_cuda_moe::kFusedTracePoints;
         if (hp_cuda_moe::fused_fits(f, m.experts_aligned) && hp_cuda_moe::fused_resident(f)) {
             if (const cudaError_t code = hp_cuda_moe::launch_fused(f, state.stream); code != cudaSuccess) {
@@ -1022,7 +1029,8 @@ void log_step_trace(const BaselineState &state) {
 }
 
 // HP_CUDA_MOE_FUSED_TRACE builds: the last step's fused MoE kernels, averaged over the layers: per
-// block the time to pass griddepcontrol.wait after it started, the router rows, barrier 1, the
+// block the time to pass griddepcontrol.wait after it started, the router rows, the logits' way to
+// every block (barrier 1 and their read, or the tagged words: moe_fused_logit_flags), the
 // routing, the gate/up rows, barrier 2 and down's parts (split down: gate/up, its partials, the
 // barrier, the tile sums); the kernel's span (first block past the wait to the last block's end)
 // and the gate/up phase's span (first block routed to the last one done).
@@ -1054,7 +1062,7 @@ void log_moe_trace(const BaselineState &state) {
     const char *tail = hp_cuda_moe::kFusedDownKnob == hp_cuda_moe::FusedDown::split
                            ? "gate/up %.2f, down partials %.2f, barrier 2 %.2f, tile sums %.2f, the rest %.2f"
                            : "gate/up %.2f, barrier 2 %.2f, act %.2f, first down tile %.2f, the rest of down %.2f";
-    const int at = std::snprintf(line, sizeof line, "per layer, us: span %.2f, gate/up span %.2f; per block: wait %.2f, router %.2f, barrier 1 %.2f, route %.2f, ",
+    const int at = std::snprintf(line, sizeof line, "per layer, us: span %.2f, gate/up span %.2f; per block: wait %.2f, router %.2f, logits in %.2f, route %.2f, ",
                                  span / layers, gate_up_span / layers, phase[0] / layers, phase[1] / layers, phase[2] / layers, phase[3] / layers);
     std::snprintf(line + at, sizeof line - size_t(at), tail, phase[4] / layers, phase[5] / layers, phase[6] / layers, phase[7] / layers,
                   phase[8] / layers);

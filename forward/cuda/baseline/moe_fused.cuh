@@ -10,9 +10,12 @@
 //   router   warp w of the grid takes router rows w, w + warps, ...; its first row's loads are
 //            issued before griddepcontrol.wait (the only weights known before the previous kernel
 //            ends). logit = (row . h) / rms, to `logits`.                               barrier 1
+//            (Knob moe_fused_logit_flags: no barrier 1. Each logit also goes out as one 64-bit word
+//            with the launch's tag, and every block's warp 0 polls the words until all carry it.)
 //   route    every block routes the token itself from the logits (route_single: softmax, top-k,
-//            ties to the lower index, the experts in id order) and looks up their matrices; block
-//            0 writes the routing (as the one-token gate/up of moe_single_route does).
+//            ties to the lower index, the experts in id order) and looks up their matrices (knob
+//            moe_fused_tables_shared: in the expert tables copied to shared memory before the
+//            previous kernel ended); block 0 writes the routing (as moe_single_route does).
 //   gate/up  items (expert a, row j) of the k * d_ff rows, warp w of the grid taking items w,
 //            w + warps, ... (a block's warps take consecutive rows): act[a][j] = bf16(weight[a] *
 //            silu(g) * u), g and u scaled by 1/rms.
@@ -59,7 +62,7 @@ constexpr int kFusedUnroll = HP_CUDA_MOE_FUSED_UNROLL;          // router, gate/
 constexpr int kFusedDownUnroll = HP_CUDA_MOE_FUSED_DOWN_UNROLL; // down: 16-byte loads per lane per iteration
 constexpr int kFusedMaxShared = 216 * 1024;                     // dynamic shared memory the kernel may take (beside its static)
 // HP_CUDA_MOE_FUSED_TRACE: per block, when it starts, passes griddepcontrol.wait, has written its
-// logits, passes barrier 1, has routed, has done its gate/up rows, passes barrier 2, has act in
+// logits, has the grid's logits (barrier 1 passed and the logits read, or the tagged words), has routed, has done its gate/up rows, passes barrier 2, has act in
 // shared memory, has done its first down tile's dot products (thread 0's warp), and ends. Split
 // down: points 5..8 are gate/up done, its down partials written, the grid barrier passed, its
 // first tile summed.
@@ -80,6 +83,11 @@ struct FusedParams {
     float *x = nullptr;                     // f32 [d_model] residual
     hp_cuda_gemv::NormOut norm_out;         // optional: the next norm's operand and tile sums
     unsigned long long *barrier = nullptr;  // the grid barrier's arrivals: zero before the first launch, then left to grow
+    // Optional [n_expert], zero with the barrier counter and left to the kernel: the logits handed over
+    // as (tag << 32) | float bits, with no grid barrier before the routing (knob moe_fused_logit_flags;
+    // see fused_logit_tag). Null: barrier 1.
+    unsigned long long *logit_tags = nullptr;
+    bool tables_shared = false;             // the k experts' matrices looked up in a copy of the tables in shared memory (moe_fused_tables_shared)
     float *partial = nullptr;               // split down: f32 [grid][d_model] workspace (without it, split down is not taken)
     bool stage_down = false;                // each block's first tile of down rows by bulk copies into shared memory (launch_fused sets it)
     int split_rows = 0;                     // split down: items a block takes (launch_fused sets it; 0: the tiled down)
@@ -90,7 +98,7 @@ struct FusedParams {
 // The fused launch of a one-token MoeStep (single_token, its norm_out as the one-token down's): the
 // router's bf16 weights, where its logits go, and the grid barrier's counter.
 inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, float *logits, unsigned long long *barrier,
-                                float *partial = nullptr) {
+                                float *partial = nullptr, unsigned long long *logit_tags = nullptr) {
     FusedParams f;
     f.router = router;
     f.logits = logits;
@@ -111,6 +119,8 @@ inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, f
     f.norm_out = s.norm_out;
     f.barrier = barrier;
     f.partial = partial;
+    f.logit_tags = logit_tags;
+    f.tables_shared = HP_CUDA_MOE_FUSED_TABLES_SHARED;
     f.d_model = s.d_model;
     f.d_ff = s.d_ff;
     return f;
@@ -146,6 +156,49 @@ __device__ inline void fused_grid_wait(unsigned long long *counter, unsigned lon
 }
 __device__ inline void fused_grid_sync(unsigned long long *counter) { fused_grid_wait(counter, fused_grid_arrive(counter)); }
 
+// moe_fused_logit_flags: this launch's tag for its logits, from the barrier counter. Every block reads
+// the counter after griddepcontrol.wait, when every earlier launch on it has ended (each waited for
+// the kernel before it), and before the block arrives at this launch's own barrier; the counter
+// cannot reach the next multiple of the grid until every block has arrived, so all blocks see the
+// same counter / grid. Every launch passes at least one grid barrier, so consecutive launches have
+// different tags, and no tag is 0, the words' value at create (until 2^32 launches wrap it: the
+// words are all rewritten by every launch, so only the previous launch's tag could be seen).
+__device__ inline uint32_t fused_logit_tag(const unsigned long long *counter) {
+    unsigned long long seen;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
+    return uint32_t(seen / gridDim.x + 1);
+}
+// A router warp's logit for expert e, as one 64-bit word: the value and its launch's tag together,
+// so the reader needs no fence or flag besides the word itself.
+__device__ inline void put_tagged_logit(unsigned long long *tags, int e, uint32_t tag, float logit) {
+    const unsigned long long word = (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(logit);
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(tags + e), "l"(word) : "memory");
+}
+// By one whole warp: waits until the n_expert words carry `tag`, then leaves their logits in
+// `logits_s`. A lane's words are loaded together (one L2 round trip a poll, not one per word).
+template <int PER_LANE>
+__device__ inline void take_tagged_logits(const unsigned long long *tags, int n_expert, uint32_t tag, float *logits_s) {
+    const int lane = threadIdx.x % 32;
+    bool done = false;
+    while (!__all_sync(0xffffffffu, done)) {
+        unsigned long long word[PER_LANE];
+#pragma unroll
+        for (int i = 0; i < PER_LANE; ++i) {
+            word[i] = 0;
+            if (lane + 32 * i < n_expert) asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(word[i]) : "l"(tags + lane + 32 * i) : "memory");
+        }
+        done = true;
+#pragma unroll
+        for (int i = 0; i < PER_LANE; ++i) {
+            const int e = lane + 32 * i;
+            if (e >= n_expert) continue;
+            if (uint32_t(word[i] >> 32) == tag) logits_s[e] = __uint_as_float(uint32_t(word[i]));
+            else done = false;
+        }
+    }
+    __syncwarp();
+}
+
 // How the down phase reads its weights: whole rows after the grid has done gate/up, by register
 // loads with their products by FMAs (rows) or on tensor cores (mma: moe_fused_down_mma), or the
 // block's first tile staged in shared memory during gate/up (staged: moe_fused_stage_down); or split
@@ -170,11 +223,13 @@ __host__ __device__ inline int fused_split_rows(int k, int d_ff, int blocks) {
 // Dynamic shared memory, in bytes from its start: h (bf16 [d_model]), act (bf16 [k][d_ff], split
 // down: [split_rows]), the logits (f32 [n_expert]), the down partials (f32 [k][16]; mma:
 // [max(k, kFusedWarps)][16]; split down: [2 kFusedWarps][16]), the staged rows' mbarrier and, when
-// the block's down rows are staged, those rows (bf16 [k][16][d_ff], 128-byte aligned).
+// the block's down rows are staged, those rows (bf16 [k][16][d_ff], 128-byte aligned); with
+// tables_shared, the expert tables before them (pointers [3][n_expert]: gate, up, down).
 struct FusedLayout {
-    size_t h, act, logits, partial, bar, down, total;
+    size_t h, act, logits, partial, bar, tables, down, total;
 };
-__host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k, int n_expert, bool staged, int split_rows = 0, bool mma = false) {
+__host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k, int n_expert, bool staged, int split_rows = 0, bool mma = false,
+                                                    bool tables = false) {
     FusedLayout l;
     l.h = 0;
     l.act = l.h + size_t(d_model) * 2;
@@ -182,8 +237,10 @@ __host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k
     l.partial = l.logits + size_t(n_expert) * 4;
     const int partial_rows = split_rows ? 2 * kFusedWarps : mma && k < kFusedWarps ? kFusedWarps : k;
     l.bar = (l.partial + size_t(partial_rows) * kTileRows * 4 + 7) / 8 * 8;  // an mbarrier is 8-byte aligned (odd n_expert)
-    l.down = (l.bar + 8 + 127) / 128 * 128;
-    l.total = staged ? l.down + size_t(k) * kTileRows * d_ff * 2 : l.bar + 8;
+    l.tables = l.bar + 8;
+    const size_t tables_end = l.tables + (tables ? 3 * size_t(n_expert) * sizeof(void *) : 0);
+    l.down = (tables_end + 127) / 128 * 128;
+    l.total = staged ? l.down + size_t(k) * kTileRows * d_ff * 2 : tables_end;
     return l;
 }
 
@@ -270,17 +327,19 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     __shared__ SingleRoute route_s;
     __shared__ const __nv_bfloat16 *gate_s[kMaxSingleExperts], *up_s[kMaxSingleExperts], *down_s[kMaxSingleExperts];
     __shared__ float inv_rms_s;
+    __shared__ uint32_t tag_s;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int n_warp = int(gridDim.x) * W, gw = int(blockIdx.x) * W + warp;
     const int D = p.d_model, F = p.d_ff, k = p.k, n_expert = p.n_expert;
     const int n_chunk = D / 8, n_chunk_f = F / 8, n_tile = (D + kTileRows - 1) / kTileRows;
-    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down, SPLIT ? p.split_rows : 0, MMA);
+    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down, SPLIT ? p.split_rows : 0, MMA, p.tables_shared);
     auto *h_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.h);
     auto *act_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.act);
     auto *logits_s = reinterpret_cast<float *>(fused_shared + layout.logits);
     auto *partial_s = reinterpret_cast<float *>(fused_shared + layout.partial);
     auto *down_bar = reinterpret_cast<uint64_t *>(fused_shared + layout.bar);
     auto *down_stage = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.down);
+    auto *tables_s = reinterpret_cast<const __nv_bfloat16 **>(fused_shared + layout.tables);
     const bool staged = !SPLIT && !MMA && p.stage_down && int(blockIdx.x) < n_tile;  // this block's first tile comes by bulk copies
     const uint4 zero = make_uint4(0, 0, 0, 0);
     auto trace = [&](int point) {
@@ -299,9 +358,16 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
         hp_cuda_gemv::mbarrier_init(down_bar, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+    if (p.tables_shared) {  // the tables are the plugin's, written at create: not the previous kernel's output
+        for (int i = threadIdx.x; i < 3 * n_expert; i += W * 32) {
+            const int which = i / n_expert, e = i - which * n_expert;
+            tables_s[i] = (which == 0 ? p.gate : which == 1 ? p.up : p.down)[e];
+        }
+    }
     hp_cuda_gemv::wait_for_previous_grid();
     hp_cuda_gemv::launch_dependents();
     trace(1);
+    if (threadIdx.x == 32 && p.logit_tags) tag_s = fused_logit_tag(p.barrier);  // warp 1: warp 0 reads x_sum_sq meanwhile
     if (warp == 0) {
         const float inv_rms = p.x_sum_sq ? hp_cuda_gemv::warp_inv_rms(p.x_sum_sq, p.n_sum_sq, D, p.norm_eps) : 1.0f;
         if (lane == 0) inv_rms_s = inv_rms;
@@ -309,6 +375,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     for (int i = threadIdx.x; i < n_chunk; i += W * 32) reinterpret_cast<uint4 *>(h_s)[i] = reinterpret_cast<const uint4 *>(p.h)[i];
     __syncthreads();
     const float inv_rms = inv_rms_s;
+    const uint32_t tag = p.logit_tags ? tag_s : 0;
     for (int e = gw; e < n_expert; e += n_warp) {
         float dot = 0.0f;
         for (int c0 = 0; c0 < n_chunk; c0 += 32 * U) {
@@ -326,23 +393,30 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
             }
         }
         for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-        if (lane == 0) p.logits[e] = dot * inv_rms;
+        if (lane == 0) {
+            p.logits[e] = dot * inv_rms;
+            if (p.logit_tags) put_tagged_logit(p.logit_tags, e, tag, dot * inv_rms);
+        }
     }
     if (HP_CUDA_MOE_FUSED_TRACE) __syncthreads();
     trace(2);
-    fused_grid_sync(p.barrier);
-    trace(3);
+    if (!p.logit_tags) fused_grid_sync(p.barrier);
 
     // Route: every block from the same logits with the same arithmetic.
     if (warp == 0) {
-        for (int e = lane; e < n_expert; e += 32) logits_s[e] = __ldcg(p.logits + e);
-        __syncwarp();
+        if (p.logit_tags) {
+            take_tagged_logits<PER_LANE>(p.logit_tags, n_expert, tag, logits_s);
+        } else {
+            for (int e = lane; e < n_expert; e += 32) logits_s[e] = __ldcg(p.logits + e);
+            __syncwarp();
+        }
+        trace(3);
         route_single<PER_LANE>(logits_s, n_expert, k, p.norm_topk_prob, route_s);
         for (int a = lane; a < k; a += 32) {
             const int expert = route_s.expert[a];
-            gate_s[a] = p.gate[expert];
-            up_s[a] = p.up[expert];
-            down_s[a] = p.down[expert];
+            gate_s[a] = p.tables_shared ? tables_s[expert] : p.gate[expert];
+            up_s[a] = p.tables_shared ? tables_s[n_expert + expert] : p.up[expert];
+            down_s[a] = p.tables_shared ? tables_s[2 * n_expert + expert] : p.down[expert];
         }
         __syncwarp();
         if (lane == 0 && staged) {  // the first tile's down rows of the k experts, streamed during gate/up
@@ -504,7 +578,7 @@ inline bool fused_fits(const FusedParams &p, bool experts_aligned) {
     using hp_cuda_gemv::aligned16;
     return experts_aligned && p.d_model % 8 == 0 && p.d_ff % 8 == 0 && p.k >= 1 && p.k <= kMaxSingleExperts && p.k <= p.n_expert &&
            p.n_expert <= kMaxExpert && aligned16(p.router) && aligned16(p.h) && aligned16(p.act) && p.barrier &&
-           fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, false, 0, true).total <= size_t(kFusedMaxShared);
+           fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, false, 0, true, p.tables_shared).total <= size_t(kFusedMaxShared);
 }
 
 // How a fused launch runs: the kernel for the model's logits per lane and down form (split down
@@ -532,9 +606,9 @@ inline FusedLaunch plan_fused(const FusedParams &p, FusedDown down) {
         l.split_rows = fused_split_rows(p.k, p.d_ff, hp_cuda_gemv::device_sm_count());
     } else {
         l.kernel = down == FusedDown::mma ? fused_kernel<false, true>(per_lane) : fused_kernel<false, false>(per_lane);
-        l.stage_down = down == FusedDown::staged && fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, true).total <= size_t(kFusedMaxShared);
+        l.stage_down = down == FusedDown::staged && fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, true, 0, false, p.tables_shared).total <= size_t(kFusedMaxShared);
     }
-    l.shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, l.stage_down, l.split_rows, down == FusedDown::mma).total;
+    l.shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, l.stage_down, l.split_rows, down == FusedDown::mma, p.tables_shared).total;
     return l;
 }
 
