@@ -176,6 +176,7 @@ void run_case(const Case &c, uint32_t seed) {
     // near the ladder above (plus noise off it), and the host routes from the exact logits of those
     // bf16 rows in float64.
     Bf16Buffer router;
+    std::vector<uint16_t> warm_router;  // Case::launches: the earlier launches' router
     if (c.fused) {
         double h_sq = 0, inv_rms = 1;
         for (int i = 0; i < D; ++i) h_sq += double(h.value[size_t(i)]) * h.value[size_t(i)];
@@ -194,6 +195,16 @@ void run_case(const Case &c, uint32_t seed) {
                 dot += double(router.value[at]) * h.value[size_t(i)];
             }
             logits[size_t(e)] = float(dot * inv_rms);
+        }
+        // Logits of about 8 + 0.01 (E - e), far above the checked launch's (0 and below): a word of an
+        // earlier launch taken by the checked one puts its expert into the top-k.
+        if (c.launches > 1) {
+            warm_router.resize(size_t(E) * D);
+            for (int e = 0; e < E; ++e) {
+                for (int i = 0; i < D; ++i) {
+                    warm_router[size_t(e) * D + i] = to_bf16_bits(float((8.0 + 0.01 * (E - e)) * h.value[size_t(i)] / (inv_rms * h_sq)));
+                }
+            }
         }
         std::vector<float> sorted(logits.begin(), logits.end());
         std::sort(sorted.rbegin(), sorted.rend());
@@ -269,8 +280,7 @@ void run_case(const Case &c, uint32_t seed) {
         s.h_out = reinterpret_cast<__nv_bfloat16 *>(arena.filled<uint16_t>(size_t(n) * D, 0x7fc0));
     }
     for (void *ptr : arena.ptrs) ASSERT_NE(ptr, nullptr);
-    moe::FusedParams f;
-    const __nv_bfloat16 *zero_router = nullptr;  // the earlier launches' router (Case::launches)
+    moe::FusedParams f, warm;  // warm: the earlier launches (Case::launches), on f's counter and tag words, with their own outputs
     if (c.fused) {
         f = moe::fused_params(s, reinterpret_cast<const __nv_bfloat16 *>(arena.upload(router.host)), arena.filled<float>(size_t(E), NAN),
                               arena.filled<unsigned long long>(1, 0ull),
@@ -278,23 +288,31 @@ void run_case(const Case &c, uint32_t seed) {
                               c.logit_flags ? arena.filled<unsigned long long>(size_t(E), 0ull) : nullptr);
         f.tables_shared = c.tables_shared;
         if (c.launches > 1) {
-            zero_router = reinterpret_cast<const __nv_bfloat16 *>(arena.filled<uint16_t>(size_t(E) * D, 0));
-            ASSERT_NE(zero_router, nullptr);
+            warm = f;
+            warm.router = reinterpret_cast<const __nv_bfloat16 *>(arena.upload(warm_router));
+            warm.x = arena.upload(x0);
+            warm.expert_counts = arena.filled<int32_t>(size_t(E), 0);
+            warm.routing.expert_index = arena.filled<int32_t>(size_t(n) * k, -7);
+            warm.routing.expert_weight = arena.filled<float>(size_t(n) * k, NAN);
+            warm.routing.n_active = arena.filled<int32_t>(1, -7);
+            warm.routing.active_expert = arena.filled<int32_t>(size_t(E), -7);
+            warm.routing.group_start = arena.filled<int32_t>(size_t(E) + 1, -7);
+            warm.routing.group_pair = arena.filled<int32_t>(size_t(n) * k, -7);
+            warm.routing.inv_rms = arena.filled<float>(size_t(n), NAN);
+            warm.act = reinterpret_cast<__nv_bfloat16 *>(arena.filled<uint16_t>(size_t(n) * k * F, 0x7fc0));
+            if (warm.norm_out.h) {
+                warm.norm_out.h = reinterpret_cast<__nv_bfloat16 *>(arena.filled<uint16_t>(size_t(D), 0x7fc0));
+                warm.norm_out.sum_sq = arena.filled<float>(size_t(n_tile), NAN);
+            }
+            for (void *ptr : arena.ptrs) ASSERT_NE(ptr, nullptr);
         }
         ASSERT_TRUE(c.single_token && moe::fused_fits(f, aligned) && moe::fused_resident(f, c.down)) << "a fused case the kernel does not take";
     }
     auto run = [&] {
         if (c.fused) {
-            // Earlier launches on the same counter and tag words route by an all-zero router (experts
-            // 0..k-1): a launch that took the previous launch's logits would route wrongly. Then the
-            // residual and the counts are put back, and the checked launch runs.
-            moe::FusedParams warm = f;
-            warm.router = zero_router;
+            // Earlier launches on the same counter and tag words, writing their own outputs, then the
+            // checked launch straight after them (a programmatic dependent of the last, as in a step).
             for (int launch = 1; launch < c.launches; ++launch) ASSERT_EQ(moe::launch_fused(warm, nullptr, c.down), cudaSuccess);
-            if (c.launches > 1) {
-                CHECK_CUDA(cudaMemcpy(s.x, x0.data(), x0.size() * sizeof(x0[0]), cudaMemcpyHostToDevice));
-                CHECK_CUDA(cudaMemset(r.expert_counts, 0, size_t(E) * sizeof(int32_t)));
-            }
             ASSERT_EQ(moe::launch_fused(f, nullptr, c.down), cudaSuccess);
             return;
         }

@@ -175,12 +175,15 @@ __device__ inline void put_tagged_logit(unsigned long long *tags, int e, uint32_
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(tags + e), "l"(word) : "memory");
 }
 // By one whole warp: waits until the n_expert words carry `tag`, then leaves their logits in
-// `logits_s`. A lane's words are loaded together (one L2 round trip a poll, not one per word).
+// `logits_s`. A lane's words are loaded together (one L2 round trip a poll, not one per word). A tag
+// that never comes (a bug, not a slow producer: ~2^24 polls are seconds) traps, a device fault the
+// caller sees, instead of hanging the GPU.
 template <int PER_LANE>
 __device__ inline void take_tagged_logits(const unsigned long long *tags, int n_expert, uint32_t tag, float *logits_s) {
     const int lane = threadIdx.x % 32;
     bool done = false;
-    while (!__all_sync(0xffffffffu, done)) {
+    for (unsigned polls = 0; !__all_sync(0xffffffffu, done); ++polls) {
+        if (polls == (1u << 24)) __trap();
         unsigned long long word[PER_LANE];
 #pragma unroll
         for (int i = 0; i < PER_LANE; ++i) {
@@ -367,7 +370,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     hp_cuda_gemv::wait_for_previous_grid();
     hp_cuda_gemv::launch_dependents();
     trace(1);
-    if (threadIdx.x == 32 && p.logit_tags) tag_s = fused_logit_tag(p.barrier);  // warp 1: warp 0 reads x_sum_sq meanwhile
+    if (threadIdx.x == (W > 1 ? 32 : 0) && p.logit_tags) tag_s = fused_logit_tag(p.barrier);  // warp 1: warp 0 reads x_sum_sq meanwhile
     if (warp == 0) {
         const float inv_rms = p.x_sum_sq ? hp_cuda_gemv::warp_inv_rms(p.x_sum_sq, p.n_sum_sq, D, p.norm_eps) : 1.0f;
         if (lane == 0) inv_rms_s = inv_rms;
