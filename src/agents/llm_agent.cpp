@@ -11,6 +11,7 @@
 
 #include "hotpass/agents/task_brief.h"
 #include "hotpass/core/clock.h"
+#include "hotpass/core/json_text.h"
 #include "hotpass/core/mapped_file.h"
 #include "hotpass/store/objects.h"
 #include "hotpass/store/store.h"
@@ -231,7 +232,7 @@ ProposeOutcome LlmAgent::propose(const AgentContext &context) {
     const auto url = split_url(config_.base_url).value();
     const std::string path = url.second + "/chat/completions";
     const json request = {{"model", config_.model}, {"messages", messages(context)}, {"max_tokens", config_.max_tokens}};
-    const std::string body = request.dump();
+    const std::string body = json_text(request);
 
     httplib::Client client(url.first);
     const auto timeout = std::chrono::duration<double>(config_.timeout_seconds);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "hotpass/core/json_text.h"
 #include "hotpass/core/mapped_file.h"
 
 namespace hp::campaign {
@@ -323,7 +324,7 @@ Result<ReportFiles> write_report(store::Store &store, int64_t campaign_id, const
         if (code) return error("cannot copy the winner's sources: {}", code.message());
         json metadata = {{"parent", record.parent}, {"agent", record.agent}, {"knobs", record.knobs}, {"notes", record.notes},
                          {"hash", record.hash}, {"campaign", campaign_id}};
-        HP_TRY(write_file_atomic(staging / "candidate.json", metadata.dump(2) + "\n"));
+        HP_TRY(write_file_atomic(staging / "candidate.json", json_text(metadata, 2) + "\n"));
         const auto winner_builds = store.builds(record.id);
         if (winner_builds.ok()) for (const auto &build : *winner_builds) {
             if (!build.ok || !fs::exists(build.artifact)) continue;

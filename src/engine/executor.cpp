@@ -16,6 +16,7 @@
 #include "hotpass/core/clock.h"
 #include "hotpass/core/dtype.h"
 #include "hotpass/core/hash.h"
+#include "hotpass/core/json_text.h"
 #include "hotpass/engine/rpc.h"
 #include "hotpass/engine/sandbox.h"
 
@@ -451,7 +452,7 @@ int run_executor(const ExecutorOptions &options) {
                 reply["error"] = failure.what();
             }
         }
-        if (!channel.write_line(reply.dump()).ok()) return 0;
+        if (!channel.write_line(json_text(reply)).ok()) return 0;
     }
     return 0;
 }

@@ -84,15 +84,20 @@ float kv_element(const ExecutorState &state, const void *base, int64_t index) { 
     return NAN;
 }
 
-// Largest |a - b| over the KV rows the step wrote, and the largest |a| there.
-std::pair<double, double> compare_new_kv(const ExecutorState &state, const std::vector<TrialSequence> &a,
-                                         const std::vector<TrialSequence> &b) {
+// Over the KV rows the step wrote: the largest |a - b| where b is finite, the largest |a|, and how
+// many entries of b (the candidate's) are NaN or inf. Kept apart so that every figure stays finite
+// (a JSON number) and the verifier can say which it was.
+struct KvComparison {
+    double max_delta = 0, max_ref = 0;
+    int64_t nonfinite = 0;
+};
+KvComparison compare_new_kv(const ExecutorState &state, const std::vector<TrialSequence> &a, const std::vector<TrialSequence> &b) {
     const hp_config &c = state.abi().config;
     const int block_tokens = state.kv->block_tokens();
     const int64_t row = int64_t(c.n_head_kv) * c.d_head;
     const size_t row_bytes = size_t(row) * dtype_size(DType(state.abi().kv->dtype));
     std::vector<uint8_t> row_a(row_bytes), row_b(row_bytes);
-    double max_delta = 0, max_ref = 0;
+    KvComparison out;
     for (int layer = 0; layer < c.n_layer; ++layer) {
         for (size_t s = 0; s < a.size(); ++s) {
             const int first = int(a[s].history.size()), last = first + int(a[s].tokens.size());
@@ -106,15 +111,15 @@ std::pair<double, double> compare_new_kv(const ExecutorState &state, const std::
                     for (int64_t i = 0; i < row; ++i) {
                         const float x = kv_element(state, row_a.data(), i);
                         const float y = kv_element(state, row_b.data(), i);
-                        max_ref = std::max(max_ref, double(std::fabs(x)));
-                        const double delta = std::fabs(double(x) - double(y));
-                        max_delta = std::isnan(delta) ? INFINITY : std::max(max_delta, delta);
+                        out.max_ref = std::max(out.max_ref, double(std::fabs(x)));
+                        if (!std::isfinite(y)) ++out.nonfinite;
+                        else out.max_delta = std::max(out.max_delta, std::fabs(double(x) - double(y)));
                     }
                 }
             }
         }
     }
-    return {max_delta, max_ref};
+    return out;
 }
 
 struct LogitComparison {
@@ -439,22 +444,24 @@ json verify_case(ExecutorState &state, ForwardPlugin &target, std::vector<TrialS
         const LogitComparison logits = compare_logits(expected_rows, actual_rows, state.n_vocab());
         result["max_abs_delta"] = logits.max_delta;
         result["max_abs_ref"] = logits.max_ref;
-        const auto [kv_delta, kv_ref] = compare_new_kv(state, sample.sequences, candidate_sample);
-        result["kv_max_abs_delta"] = kv_delta;
-        result["kv_max_abs_ref"] = kv_ref;
-        const auto [incumbent_kv_delta, incumbent_kv_ref] = compare_new_kv(state, reference_side, candidate_side);
+        const KvComparison kv = compare_new_kv(state, sample.sequences, candidate_sample);
+        result["kv_max_abs_delta"] = kv.max_delta;
+        result["kv_max_abs_ref"] = kv.max_ref;
+        const KvComparison incumbent_kv = compare_new_kv(state, reference_side, candidate_side);
+        result["kv_nonfinite"] = incumbent_kv.nonfinite;  // over every entry it wrote, as the rows above
         result["reference_sample"] = {{"n_seq", sample.index.size()}, {"n_token", sample.n_token}, {"cut", sample.cut},
                                       {"rows", expected_rows.size() / size_t(state.n_vocab())}};
         result["incumbent"] = {{"max_abs_delta", whole.max_delta},
                                {"max_abs_ref", whole.max_ref},
-                               {"kv_max_abs_delta", incumbent_kv_delta},
-                               {"kv_max_abs_ref", incumbent_kv_ref}};
+                               {"kv_max_abs_delta", incumbent_kv.max_delta},
+                               {"kv_max_abs_ref", incumbent_kv.max_ref}};
     } else {
         result["max_abs_delta"] = whole.max_delta;
         result["max_abs_ref"] = whole.max_ref;
-        const auto [kv_delta, kv_ref] = compare_new_kv(state, reference_side, candidate_side);
-        result["kv_max_abs_delta"] = kv_delta;
-        result["kv_max_abs_ref"] = kv_ref;
+        const KvComparison kv = compare_new_kv(state, reference_side, candidate_side);
+        result["kv_max_abs_delta"] = kv.max_delta;
+        result["kv_max_abs_ref"] = kv.max_ref;
+        result["kv_nonfinite"] = kv.nonfinite;
     }
     // Determinism: the same call again from the same KV state must give the same bits.
     restore_blocks(state, candidate_side, candidate_kv_before);

@@ -9,6 +9,8 @@
 #include <functional>
 #include <thread>
 
+#include "hotpass/core/json_text.h"
+
 namespace hp::store {
 
 using nlohmann::json;
@@ -79,7 +81,7 @@ public:
     Statement &bind(const std::string &value) {
         return check(sqlite3_bind_text(stmt_, ++n_bound_, value.data(), int(value.size()), SQLITE_TRANSIENT));
     }
-    Statement &bind(const json &value) { return bind(value.dump()); }
+    Statement &bind(const json &value) { return bind(json_text(value)); }
     Statement &bind_null() { return check(sqlite3_bind_null(stmt_, ++n_bound_)); }
     // SQLITE_ROW: true; SQLITE_DONE: false; anything else: the error is kept.
     bool step() {

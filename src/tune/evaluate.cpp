@@ -114,7 +114,9 @@ Verdict judge_measurement(const Measurement &measurement, const json &raw, const
 
 }  // namespace
 
-Evaluation evaluate_candidate(Supervisor &supervisor, const Candidate &candidate, const EvaluateOptions &options) {
+namespace {
+
+Evaluation evaluate_unchecked(Supervisor &supervisor, const Candidate &candidate, const EvaluateOptions &options) {
     Evaluation evaluation;
     evaluation.candidate = candidate;
     const int starts_before = supervisor.n_start();
@@ -174,8 +176,11 @@ Evaluation evaluate_candidate(Supervisor &supervisor, const Candidate &candidate
     evaluation.verification = verify.result;
     const Verdict verified = judge_verification(verify.result, options.tolerance);
     if (verified.code != "ok") {
-        const auto unloaded = unload();
-        return finish(verified);  // the verification failure is the more useful reason
+        // The verification failure is the more useful reason; but a candidate that also left a
+        // thread running after destroy() (or could not be unloaded) has corrupted the executor all
+        // the same, and the next candidate must not inherit it.
+        if (unload()) supervisor.stop();
+        return finish(verified);
     }
     if (!options.measure) {
         if (auto failed = unload()) return finish(*failed);
@@ -204,6 +209,24 @@ Evaluation evaluate_candidate(Supervisor &supervisor, const Candidate &candidate
     }
     return finish({"not_faster", fmt::format("verified; {:.3f}x the incumbent (95% CI {:.3f}-{:.3f}){}", m.speedup, m.speedup_ci.low,
                                              m.speedup_ci.high, m.significant ? ", significantly slower" : ", not significant")});
+}
+
+}  // namespace
+
+Evaluation evaluate_candidate(Supervisor &supervisor, const Candidate &candidate, const EvaluateOptions &options) {
+    const int starts_before = supervisor.n_start();
+    try {
+        return evaluate_unchecked(supervisor, candidate, options);
+    } catch (const std::exception &e) {
+        // A reply that could not be read (a field of the wrong type): the executor is not trusted
+        // with the next candidate, and the campaign goes on.
+        supervisor.stop();
+        Evaluation evaluation;
+        evaluation.candidate = candidate;
+        evaluation.verdict = {"infrastructure", fmt::format("the evaluation failed: {}", e.what())};
+        evaluation.executor_starts = supervisor.n_start() - starts_before;
+        return evaluation;
+    }
 }
 
 json evaluation_to_json(const Evaluation &evaluation) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "hotpass/core/clock.h"
+#include "hotpass/core/json_text.h"
 
 namespace hp::tune {
 namespace fs = std::filesystem;
@@ -154,7 +155,7 @@ CallOutcome Supervisor::call(const std::string &method, const nlohmann::json &pa
     }
     const int id = next_id_++;
     const nlohmann::json request = {{"id", id}, {"method", method}, {"params", params}};
-    if (!channel_.write_line(request.dump()).ok()) {
+    if (!channel_.write_line(json_text(request)).ok()) {
         reap(outcome, false);
         outcome.failure = outcome.signal ? CallFailure::crashed : CallFailure::exited;
         outcome.message = "the executor was gone before the request";
@@ -194,7 +195,7 @@ CallOutcome Supervisor::call(const std::string &method, const nlohmann::json &pa
 void Supervisor::stop() {
     if (pid_ <= 0) return;
     if (channel_.is_open()) {
-        (void)channel_.write_line(nlohmann::json({{"id", next_id_++}, {"method", "shutdown"}}).dump());
+        (void)channel_.write_line(json_text(nlohmann::json({{"id", next_id_++}, {"method", "shutdown"}})));
         (void)channel_.read_line(5.0);
     }
     CallOutcome ignored;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "hotpass/core/json_text.h"
+
 namespace hp::tune {
 
 namespace {
@@ -20,7 +22,7 @@ std::string describe(const nlohmann::json &batch) {
 
 }  // namespace
 
-Verdict judge_verification(const nlohmann::json &result, const Tolerance &tolerance) {
+Verdict judge_verification(const nlohmann::json &result, const Tolerance &tolerance) try {
     for (const auto &batch : result.value("cases", nlohmann::json::array())) {
         if (batch.contains("error")) return {"infrastructure", batch["error"].get<std::string>()};
         const std::string plugin_error = batch.value("plugin_error", "");
@@ -40,6 +42,9 @@ Verdict judge_verification(const nlohmann::json &result, const Tolerance &tolera
         if (!(delta <= tolerance.logits_rtol * ref)) {
             return {"wrong_output", fmt::format("logits differ from the reference by {:.3g} (allowed {:.3g} = {:g} x max|ref| {:.3g}) on a batch of {}",
                                                 delta, tolerance.logits_rtol * ref, tolerance.logits_rtol, ref, describe(batch))};
+        }
+        if (const int64_t nonfinite = batch.value("kv_nonfinite", int64_t(0)); nonfinite > 0) {
+            return {"kv_mismatch", fmt::format("{} of the KV entries it wrote are NaN or inf on a batch of {}", nonfinite, describe(batch))};
         }
         const double kv_delta = batch.value("kv_max_abs_delta", 0.0), kv_ref = batch.value("kv_max_abs_ref", 0.0);
         if (!(kv_delta <= tolerance.kv_rtol * kv_ref)) {
@@ -71,12 +76,14 @@ Verdict judge_verification(const nlohmann::json &result, const Tolerance &tolera
                     greedy.contains("plugin_error")
                         ? fmt::format("forward() failed during greedy decoding: {}", greedy["plugin_error"].get<std::string>())
                         : fmt::format("greedy decoding diverged at step {} where the tokens are not in each other's top-5 (reference {}, candidate {})",
-                                      greedy.value("first_divergence", -1), greedy["reference"].dump(), greedy["candidate"].dump())};
+                                      greedy.value("first_divergence", -1), json_text(greedy["reference"]), json_text(greedy["candidate"]))};
         }
     }
     return {"ok", fmt::format("{} random batches and a {}-step greedy decode match the reference",
                               result.value("cases", nlohmann::json::array()).size(),
                               result.contains("greedy") ? result["greedy"].value("steps", 0) : 0)};
+} catch (const nlohmann::json::exception &e) {  // a field of the wrong type: the executor's reply, not the candidate, is at fault
+    return {"infrastructure", fmt::format("the executor's verification reply is malformed: {}", e.what())};
 }
 
 }  // namespace hp::tune

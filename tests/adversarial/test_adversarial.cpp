@@ -122,6 +122,12 @@ TEST_F(Adversarial, WritesWeights) { expect_verdict("writes_weights", "wrote_wei
 TEST_F(Adversarial, WritesOutsideOutputs) { expect_verdict("writes_outside_outputs", "wrote_outside_outputs"); }
 TEST_F(Adversarial, LeavesOutputsUnwritten) { expect_verdict("unwritten_output", "unwritten_output"); }
 TEST_F(Adversarial, NanOutput) { expect_verdict("nan_output", "nan_output"); }
+TEST_F(Adversarial, NanInTheKvCache) { expect_verdict("nan_kv", "kv_mismatch"); }
+TEST_F(Adversarial, InvalidUtf8Name) {
+    const Evaluation evaluation = evaluate_candidate(
+        *fast_, make_candidate("invalid_utf8_name", fs::path(HOTPASS_ADVERSARIAL_DIR) / "invalid_utf8_name.cpp"), options(false));
+    EXPECT_TRUE(evaluation.verdict.correct()) << evaluation.verdict.code << ": " << evaluation.verdict.reason;
+}
 TEST_F(Adversarial, CachesResultsByInputPointer) {
     // The verifier reuses the batch arrays' addresses with new contents: replayed results are
     // caught on a random batch of a repeated size, or by the greedy decode (one row per step).
@@ -141,6 +147,13 @@ TEST_F(Adversarial, Nondeterministic) { expect_verdict("nondeterministic", "nond
 TEST_F(Adversarial, SpecialCasesWorkloadShapes) { expect_verdict("special_cases_shapes", "wrong_output"); }
 TEST_F(Adversarial, LeaksMemoryEveryCall) { expect_verdict("leaks_memory", "leaks_memory", /*measure=*/true); }
 TEST_F(Adversarial, LeavesAThreadRunning) { expect_verdict("leaves_thread", "leaked_thread"); }
+// Wrong and leaking a thread: the wrong output is the verdict, and the executor is still replaced
+// (expect_verdict's honest candidate would crash in it otherwise).
+TEST_F(Adversarial, WrongAndLeavesAThreadRunning) {
+    const int starts = fast_->n_start();
+    expect_verdict("wrong_and_leaves_thread", "wrong_output");
+    EXPECT_GT(fast_->n_start(), starts) << "the executor that ran it was not replaced";
+}
 TEST_F(Adversarial, Forks) { expect_verdict("forks", "forbidden_syscall"); }
 TEST_F(Adversarial, WritesFiles) {
     expect_verdict("writes_file", "forbidden_syscall");

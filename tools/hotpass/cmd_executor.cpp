@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "validators.h"
+#include "hotpass/core/json_text.h"
 #include "hotpass/core/mapped_file.h"
 #include "hotpass/engine/executor.h"
 #include "hotpass/model/model.h"
@@ -127,7 +128,7 @@ int run_submit(const SubmitArgs &args) {
     launch.device = args.device;
     tune::Supervisor supervisor(launch);
     const tune::Evaluation evaluation = tune::evaluate_candidate(supervisor, *candidate, options);
-    if (args.json_output) fmt::print("{}\n", tune::evaluation_to_json(evaluation).dump(2));
+    if (args.json_output) fmt::print("{}\n", json_text(tune::evaluation_to_json(evaluation), 2));
     else print_human(evaluation);
     return exit_code_for(evaluation.verdict);
 }

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "validators.h"
+#include "hotpass/core/json_text.h"
 #include "hotpass/core/hash.h"
 #include "hotpass/core/mapped_file.h"
 #include "hotpass/engine/generate.h"
@@ -143,7 +144,7 @@ int run_generate(const GenerateArgs &args) {
                               {"decode_steps", result->n_decode_step},
                               {"decode_seconds", result->decode_seconds},
                               {"decode_tokens_per_s", decode_tps}};
-        fmt::print("{}\n", out.dump(2));
+        fmt::print("{}\n", json_text(out, 2));
         return 0;
     }
     fmt::print("model    {} ({}, {} layers, {:.1f}M parameters)\n", args.model, model::architecture_hf_name(model->config.arch),

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "hotpass/core/json_text.h"
 #include "hotpass/model/model.h"
 
 namespace hp::cli {
@@ -129,7 +130,7 @@ int run_inspect(const std::string &spec, bool json_output, bool show_tensors) {
                 out["tensors"].push_back({{"name", name}, {"dtype", dtype}, {"shape", shape}, {"n_byte", bytes}});
             }
         }
-        fmt::print("{}\n", out.dump(2));
+        fmt::print("{}\n", json_text(out, 2));
         return 0;
     }
     fmt::print("model               {}\n", spec);
