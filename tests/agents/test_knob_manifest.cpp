@@ -43,6 +43,24 @@ TEST(KnobManifest, ConstraintExpressionsFollowC) {
     EXPECT_FALSE(evaluate_constraint("A +", v).ok());
     EXPECT_FALSE(evaluate_constraint("Q < 1", v).ok()) << "unknown name";
     EXPECT_FALSE(evaluate_constraint("(A", v).ok());
+    // && and || short-circuit as in C: the side not evaluated may divide by zero.
+    EXPECT_EQ(evaluate_constraint("Z == 0 || A % Z == 0", v).value(), 1);
+    EXPECT_EQ(evaluate_constraint("Z != 0 && A / Z > 1", v).value(), 0);
+    EXPECT_FALSE(evaluate_constraint("Z != 0 && Q", v).ok()) << "an unknown name is an error on either side";
+    // Overflow is an error, never a trap or undefined behaviour.
+    EXPECT_FALSE(evaluate_constraint("(0 - 9223372036854775807 - 1) / -1 != 0", v).ok());
+    EXPECT_FALSE(evaluate_constraint("(0 - 9223372036854775807 - 1) % -1 == 0", v).ok());
+    EXPECT_FALSE(evaluate_constraint("-(0 - 9223372036854775807 - 1)", v).ok());
+    EXPECT_FALSE(evaluate_constraint("9223372036854775807 + 1", v).ok());
+    EXPECT_FALSE(evaluate_constraint("4294967296 * 4294967296", v).ok());
+    EXPECT_EQ(evaluate_constraint("9223372036854775807 - 1 > 0", v).value(), 1);
+    const auto huge = evaluate_constraint("A < 99999999999999999999", v);
+    ASSERT_FALSE(huge.ok());
+    EXPECT_NE(huge.error().find("64 bits"), std::string::npos) << huge.error();
+    // Nesting is bounded (a deep expression is refused, not a stack overflow).
+    EXPECT_FALSE(evaluate_constraint(std::string(100000, '(') + "1" + std::string(100000, ')'), v).ok());
+    EXPECT_FALSE(evaluate_constraint(std::string(100000, '-') + "1", v).ok());
+    EXPECT_EQ(evaluate_constraint(std::string(50, '(') + "1" + std::string(50, ')'), v).value(), 1);
 }
 
 TEST(KnobManifest, TheInTreeBaselineManifestsLoadAndTheirDefaultsAreLegal) {
@@ -95,6 +113,20 @@ TEST(KnobManifest, RejectsMalformedManifests) {
     EXPECT_FALSE(parse_knob_manifest("[]").ok());
     EXPECT_FALSE(parse_knob_manifest(R"({"schema": "other/1", "knobs": []})").ok());
     EXPECT_FALSE(parse_knob_manifest(R"({"schema": "hotpass-knobs/1", "knobs": [{"name": "x"}]})").ok());
+    // Wrong types are errors, not exceptions.
+    EXPECT_FALSE(parse_knob_manifest(R"({"schema": 1, "knobs": []})").ok());
+    EXPECT_FALSE(parse_knob_manifest(R"({"schema": "hotpass-knobs/1", "plugin": 3, "knobs": []})").ok());
+    // Checked at load: unique defines, defaults in their domains, constraints that parse and hold.
+    const std::string knob_a = R"({"name": "a", "define": "A", "domain": [1, 2], "default": 1})";
+    const auto manifest = [&](const std::string &knobs, const std::string &constraints) {
+        return parse_knob_manifest(R"({"schema": "hotpass-knobs/1", "knobs": [)" + knobs + R"(], "constraints": [)" + constraints + "]}");
+    };
+    EXPECT_TRUE(manifest(knob_a, R"({"expr": "A < 2"})").ok());
+    EXPECT_FALSE(manifest(knob_a + ", " + knob_a, "").ok()) << "A defined twice";
+    EXPECT_FALSE(manifest(R"({"name": "a", "define": "A", "domain": [1, 2], "default": 3})", "").ok()) << "default outside the domain";
+    EXPECT_FALSE(manifest(knob_a, R"({"expr": "A < B"})").ok()) << "unknown name";
+    EXPECT_FALSE(manifest(knob_a, R"({"expr": "A > 1"})").ok()) << "false at the defaults";
+    EXPECT_FALSE(manifest(knob_a, R"({"expr": "A < 99999999999999999999"})").ok());
 }
 
 }  // namespace
