@@ -13,13 +13,18 @@
 namespace hp {
 
 Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::filesystem::path &path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever; only regular files map.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return error("cannot open {}: {}", path.string(), std::strerror(errno));
     struct stat info {};
     if (::fstat(fd, &info) != 0) {
         const int saved = errno;
         ::close(fd);
         return error("cannot stat {}: {}", path.string(), std::strerror(saved));
+    }
+    if (!S_ISREG(info.st_mode)) {
+        ::close(fd);
+        return error("cannot map {}: not a regular file", path.string());
     }
     std::shared_ptr<MappedFile> file(new MappedFile());
     file->path_ = path;

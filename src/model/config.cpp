@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "hotpass/core/json_text.h"
 #include "hotpass/core/mapped_file.h"
 
 namespace hp::model {
@@ -42,7 +43,7 @@ Result<int> get_int(const json &object, const char *key, std::optional<int> fall
         return error("config.json: required field '{}' is missing", key);
     }
     const json &value = object.at(key);
-    if (!value.is_number_integer()) return error("config.json: field '{}' must be an integer, got {}", key, value.dump());
+    if (!value.is_number_integer()) return error("config.json: field '{}' must be an integer, got {}", key, json_summary(value));
     const int64_t number = value.get<int64_t>();
     if (number < 0 || number > INT32_MAX) return error("config.json: field '{}' = {} is out of range", key, number);
     return int(number);
@@ -60,10 +61,10 @@ Result<double> get_number(const json &object, const char *key, std::optional<dou
         return error("config.json: required field '{}' is missing", key);
     }
     const json &value = object.at(key);
-    if (!value.is_number()) return error("config.json: field '{}' must be a number, got {}", key, value.dump());
+    if (!value.is_number()) return error("config.json: field '{}' must be a number, got {}", key, json_summary(value));
     // Every number here ends up in a float: out of float range is an error, not an inf.
     if (!(std::fabs(value.get<double>()) <= double(std::numeric_limits<float>::max()))) {
-        return error("config.json: field '{}' = {} is out of range", key, value.dump());
+        return error("config.json: field '{}' = {} is out of range", key, json_summary(value));
     }
     return value.get<double>();
 }
@@ -71,7 +72,7 @@ Result<double> get_number(const json &object, const char *key, std::optional<dou
 Result<bool> get_bool(const json &object, const char *key, bool fallback) {
     if (is_null_or_missing(object, key)) return fallback;
     const json &value = object.at(key);
-    if (!value.is_boolean()) return error("config.json: field '{}' must be true or false, got {}", key, value.dump());
+    if (!value.is_boolean()) return error("config.json: field '{}' must be true or false, got {}", key, json_summary(value));
     return value.get<bool>();
 }
 
@@ -107,7 +108,8 @@ Status parse_rope(const json &root, ModelConfig &config) {
         if (!theta.ok()) return Error{theta.error()};
         config.rope_theta = float(*theta);
     } else {
-        auto theta = get_number(root, "rope_theta", 10000.0);
+        // The transformers config class's default where the file has none: MixtralConfig 1e6, the others 10000.
+        auto theta = get_number(root, "rope_theta", config.arch == Architecture::mixtral ? 1e6 : 10000.0);
         if (!theta.ok()) return Error{theta.error()};
         config.rope_theta = float(*theta);
     }
@@ -146,7 +148,7 @@ Status parse_rope(const json &root, ModelConfig &config) {
     if (!is_null_or_missing(root, "partial_rotary_factor")) {
         auto partial = get_number(root, "partial_rotary_factor", 1.0);
         if (!partial.ok() || *partial != 1.0) {
-            return error("config.json: partial_rotary_factor {} is not supported (only 1.0)", root["partial_rotary_factor"].dump());
+            return error("config.json: partial_rotary_factor {} is not supported (only 1.0)", json_summary(root["partial_rotary_factor"]));
         }
     }
     return Status::success();
@@ -156,7 +158,7 @@ Status parse_rope(const json &root, ModelConfig &config) {
 Status reject_unsupported(const json &root, Architecture arch) {
     if (!is_null_or_missing(root, "hidden_act")) {
         if (!root["hidden_act"].is_string() || root["hidden_act"].get<std::string>() != "silu") {
-            return error("config.json: hidden_act {} is not supported (only \"silu\")", root["hidden_act"].dump());
+            return error("config.json: hidden_act {} is not supported (only \"silu\")", json_summary(root["hidden_act"]));
         }
     }
     if (!is_null_or_missing(root, "quantization_config")) {
@@ -172,9 +174,9 @@ Status reject_unsupported(const json &root, Architecture arch) {
     if (qwen) {
         auto use = get_bool(root, "use_sliding_window", false);
         if (!use.ok()) return Error{use.error()};
-        if (*use) return error("config.json: use_sliding_window = true (sliding_window {}) is not supported", root.value("sliding_window", json()).dump());
+        if (*use) return error("config.json: use_sliding_window = true (sliding_window {}) is not supported", json_summary(root.value("sliding_window", json())));
     } else if (!is_null_or_missing(root, "sliding_window")) {
-        return error("config.json: sliding_window = {} is active for this architecture and is not supported", root["sliding_window"].dump());
+        return error("config.json: sliding_window = {} is active for this architecture and is not supported", json_summary(root["sliding_window"]));
     }
     return Status::success();
 }
@@ -193,6 +195,7 @@ Status parse_moe(const json &root, ModelConfig &config) {
     auto n_used = get_positive_int(root, "num_experts_per_tok", std::nullopt);
     if (!n_used.ok()) return Error{n_used.error()};
     if (*n_used > *n_expert) return error("config.json: num_experts_per_tok {} > number of experts {}", *n_used, *n_expert);
+    if (*n_expert > kMaxExperts) return error("config.json: {} {} is more than the {} hotpass takes", experts_key, *n_expert, kMaxExperts);
     config.n_expert = *n_expert;
     config.n_expert_used = *n_used;
 
@@ -215,7 +218,7 @@ Status parse_moe(const json &root, ModelConfig &config) {
         if (!root["mlp_only_layers"].is_array()) return error("config.json: mlp_only_layers must be a list of layer indices");
         for (const json &index : root["mlp_only_layers"]) {
             if (!index.is_number_integer() || index.get<int64_t>() < 0 || index.get<int64_t>() >= config.n_layer) {
-                return error("config.json: mlp_only_layers holds {}, not a layer index below {}", index.dump(), config.n_layer);
+                return error("config.json: mlp_only_layers holds {}, not a layer index below {}", json_summary(index), config.n_layer);
             }
             mlp_only.push_back(index.get<int>());
         }
@@ -240,17 +243,17 @@ Status parse_token_ids(const json &root, ModelConfig &config) {
     if (is_null_or_missing(root, "eos_token_id")) return Status::success();
     const json &eos = root["eos_token_id"];
     if (eos.is_number_integer()) {
-        if (eos.get<int64_t>() < 0 || eos.get<int64_t>() > INT32_MAX) return error("config.json: eos_token_id {} is out of range", eos.dump());
+        if (eos.get<int64_t>() < 0 || eos.get<int64_t>() > INT32_MAX) return error("config.json: eos_token_id {} is out of range", json_summary(eos));
         config.eos_token_ids.push_back(eos.get<int>());
     } else if (eos.is_array()) {
         for (const json &id : eos) {
             if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-                return error("config.json: eos_token_id list must hold token ids, got {}", id.dump());
+                return error("config.json: eos_token_id list must hold token ids, got {}", json_summary(id));
             }
             config.eos_token_ids.push_back(id.get<int>());
         }
     } else {
-        return error("config.json: eos_token_id must be an integer or a list, got {}", eos.dump());
+        return error("config.json: eos_token_id must be an integer or a list, got {}", json_summary(eos));
     }
     return Status::success();
 }
@@ -274,6 +277,9 @@ Result<ModelConfig> parse_config_json(const json &root) {
         if (!value.ok()) return Error{value.error()};
         *field.target = *value;
     }
+    // Every layer (and below, every expert) becomes entries of the expected-tensor list before the
+    // checkpoint is compared with it: a count far past any model is refused here, not by the allocator.
+    if (config.n_layer > kMaxLayers) return error("config.json: num_hidden_layers {} is more than the {} hotpass takes", config.n_layer, kMaxLayers);
     auto n_head_kv = get_positive_int(root, "num_key_value_heads", config.n_head);
     if (!n_head_kv.ok()) return Error{n_head_kv.error()};
     config.n_head_kv = *n_head_kv;
@@ -293,7 +299,7 @@ Result<ModelConfig> parse_config_json(const json &root) {
     auto max_position = get_positive_int(root, "max_position_embeddings", 4096);
     if (!max_position.ok()) return Error{max_position.error()};
     config.max_position = *max_position;
-    auto eps = get_number(root, "rms_norm_eps", 1e-6);
+    auto eps = get_number(root, "rms_norm_eps", config.arch == Architecture::mixtral ? 1e-5 : 1e-6);  // as MixtralConfig / the others
     if (!eps.ok()) return Error{eps.error()};
     config.norm_eps = float(*eps);
     auto init_range = get_number(root, "initializer_range", 0.02);
@@ -310,7 +316,7 @@ Result<ModelConfig> parse_config_json(const json &root) {
         if (name == "bfloat16") config.dtype = DType::bf16;
         else if (name == "float16") config.dtype = DType::f16;
         else if (name == "float32") config.dtype = DType::f32;
-        else return error("config.json: {} {} is not supported (bfloat16, float16, float32)", dtype_key, root[dtype_key].dump());
+        else return error("config.json: {} {} is not supported (bfloat16, float16, float32)", dtype_key, json_summary(root[dtype_key]));
     }
 
     HP_TRY(parse_rope(root, config));

@@ -9,6 +9,8 @@
 #include <functional>
 #include <set>
 
+#include "hotpass/core/json_text.h"
+
 namespace hp::model {
 namespace {
 
@@ -68,17 +70,17 @@ Result<SafetensorsEntry> parse_entry(const std::string &name, const json &info) 
     if (!info["shape"].is_array()) return error("tensor '{}': shape must be a list", name);
     uint64_t n_element = 1;
     for (const json &dim : info["shape"]) {
-        if (!dim.is_number_unsigned()) return error("tensor '{}': shape must hold non-negative integers, got {}", name, info["shape"].dump());
+        if (!dim.is_number_unsigned()) return error("tensor '{}': shape must hold non-negative integers, got {}", name, json_summary(info["shape"]));
         const uint64_t extent = dim.get<uint64_t>();
         if (extent > (uint64_t(1) << 40) || (extent != 0 && n_element > (uint64_t(1) << 59) / extent)) {  // x 8-byte elements < 2^62
-            return error("tensor '{}': shape {} overflows", name, info["shape"].dump());
+            return error("tensor '{}': shape {} overflows", name, json_summary(info["shape"]));
         }
         n_element *= extent;
         entry.shape.push_back(int64_t(extent));
     }
     const json &offsets = info["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
-        return error("tensor '{}': data_offsets must be [begin, end], got {}", name, offsets.dump());
+        return error("tensor '{}': data_offsets must be [begin, end], got {}", name, json_summary(offsets));
     }
     entry.begin = offsets[0].get<uint64_t>();
     entry.end = offsets[1].get<uint64_t>();

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hotpass/core/mapped_file.h"
@@ -54,6 +55,19 @@ TEST_F(FileTest, StreamedWriteKeepsTheOldFileOnError) {
                     return Status::success();
                 }).ok());
     EXPECT_EQ(read_text_file(root / "log.jsonl").value(), "new");
+}
+
+// A FIFO or a folder where a weights file is expected: an error at once (opening a FIFO used to
+// wait for a writer forever).
+TEST_F(FileTest, MappingRefusesWhatIsNotARegularFile) {
+    ASSERT_EQ(mkfifo((root / "fifo").c_str(), 0600), 0);
+    auto fifo = MappedFile::open(root / "fifo");
+    ASSERT_FALSE(fifo.ok());
+    EXPECT_NE(fifo.error().find("not a regular file"), std::string::npos) << fifo.error();
+    fs::create_directories(root / "folder");
+    auto folder = MappedFile::open(root / "folder");
+    ASSERT_FALSE(folder.ok());
+    EXPECT_NE(folder.error().find("not a regular file"), std::string::npos) << folder.error();
 }
 
 TEST_F(FileTest, ReadTextFileErrorsNameThePath) {

@@ -186,6 +186,55 @@ TEST(Config, OutOfRangeNumbersAreErrors) {
     EXPECT_NE(parse_error(config).find("mlp_only_layers"), std::string::npos);
 }
 
+// Bounded errors and limits: a value nested 100k deep is named by its shape (dumping it whole
+// overflowed the stack), a layer or expert count far past any model is refused before any list
+// is built from it.
+TEST(Config, HostileValuesGiveBoundedErrors) {
+    json config = llama_v5();
+    config["hidden_act"] = "DEEP";  // replaced in the text: dumping the deep value here would overflow the stack too
+    std::string text = config.dump();
+    text.replace(text.find("\"DEEP\""), 6, std::string(100000, '[') + std::string(100000, ']'));
+    const auto parsed = parse_config(text);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.error().find("hidden_act"), std::string::npos) << parsed.error().substr(0, 200);
+    EXPECT_LT(parsed.error().size(), 300u);
+    config = llama_v5();
+    config["hidden_act"] = std::string(100000, 'x');
+    EXPECT_LT(parse_error(config).size(), 300u);
+    config = llama_v5();
+    config["num_hidden_layers"] = 2000000000;
+    EXPECT_NE(parse_error(config).find("num_hidden_layers"), std::string::npos);
+    config = llama_v5();
+    config["architectures"] = {"Qwen3MoeForCausalLM"};
+    config["num_experts"] = 1 << 30;
+    config["num_experts_per_tok"] = 2;
+    config["moe_intermediate_size"] = 32;
+    EXPECT_NE(parse_error(config).find("num_experts"), std::string::npos);
+}
+
+// Fields a Mixtral config leaves out take MixtralConfig's defaults, not Llama's.
+TEST(Config, MixtralDefaultsAreMixtralConfigs) {
+    json config = llama_v5();
+    config["architectures"] = {"MixtralForCausalLM"};
+    config["model_type"] = "mixtral";
+    config["num_local_experts"] = 4;
+    config["num_experts_per_tok"] = 2;
+    config.erase("rope_parameters");
+    config.erase("rms_norm_eps");
+    auto parsed = parse_config(config.dump());
+    ASSERT_TRUE(parsed.ok()) << parsed.error();
+    EXPECT_EQ(parsed->rope_theta, 1e6f);
+    EXPECT_EQ(parsed->norm_eps, 1e-5f);
+    config["architectures"] = {"LlamaForCausalLM"};
+    config["model_type"] = "llama";
+    config.erase("num_local_experts");
+    config.erase("num_experts_per_tok");
+    parsed = parse_config(config.dump());
+    ASSERT_TRUE(parsed.ok()) << parsed.error();
+    EXPECT_EQ(parsed->rope_theta, 10000.0f);
+    EXPECT_EQ(parsed->norm_eps, 1e-6f);
+}
+
 TEST(Config, MissingConfigJsonIsAClearError) {
     auto parsed = load_config(std::filesystem::temp_directory_path() / "hotpass-no-such-dir");
     ASSERT_FALSE(parsed.ok());

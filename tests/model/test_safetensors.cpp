@@ -74,6 +74,15 @@ TEST(Safetensors, RejectsEachKindOfBadFile) {
               std::string::npos);
 }
 
+// A shape nested 100k deep: an error naming the tensor, bounded in size (writing the value into
+// the message whole overflowed the stack).
+TEST(Safetensors, ADeeplyNestedShapeIsABoundedError) {
+    const std::string header = R"({"a":{"dtype":"F32","shape":)" + std::string(100000, '[') + std::string(100000, ']') + R"(,"data_offsets":[0,0]}})";
+    const std::string message = header_error(raw_file(header, 0));
+    EXPECT_NE(message.find("tensor 'a'"), std::string::npos) << message.substr(0, 200);
+    EXPECT_LT(message.size(), 300u);
+}
+
 TEST(Safetensors, WriteThenOpenRoundTrips) {
     const auto path = std::filesystem::temp_directory_path() / "hotpass-test-roundtrip.safetensors";
     const std::vector<uint16_t> a = {1, 2, 3, 4, 5, 6};

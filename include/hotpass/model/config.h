@@ -21,6 +21,11 @@ std::string_view architecture_model_type(Architecture arch);  // "llama", ...
 
 enum class RopeType { default_, llama3 };
 
+// Limits parse_config enforces: far past any released model (hundreds of layers, hundreds of experts),
+// low enough that the per-tensor lists built from a config stay small.
+inline constexpr int kMaxLayers = 1024;
+inline constexpr int kMaxExperts = 4096;
+
 struct ModelConfig {
     Architecture arch = Architecture::llama;
     int n_vocab = 0;
