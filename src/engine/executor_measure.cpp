@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <random>
 
 #include "executor_state.h"
 #include "hotpass/core/clock.h"
@@ -133,16 +135,12 @@ std::vector<TrialSequence> last_candidate_tokens(std::vector<TrialSequence> sequ
     return sequences;
 }
 
-// After the timing loop on CUDA: the candidate's last replayed output against the reference on
-// the same tokens, so a graph that computes something else than the eager call is caught.
-json check_last_replay(ExecutorState &state, ShapeGraph &entry, const std::vector<TrialSequence> &sequences) {
-    std::vector<float> replayed(entry.n_logit);
-    if (Status status = state.backend->download(replayed.data(), entry.buffers->get(1, 0), entry.n_logit * sizeof(float)); !status.ok()) {
-        throw DeviceFault(status.error());
-    }
+// After the timing loop: an output the candidate produced while being timed, against the reference
+// on the same tokens (the KV histories are as they were: timed calls write only the new positions).
+json check_timed_output(ExecutorState &state, const std::vector<TrialSequence> &sequences, const std::vector<float> &output, const char *stage) {
     BatchBuilder builder;
     const CallReport expected = call_plugin(state, *state.reference, sequences, builder);
-    json result = compare_to_reference(state, expected, replayed);
+    json result = compare_to_reference(state, expected, output);
     int n_token = 0, n_prefill = 0;
     for (const auto &sequence : sequences) {
         n_token += int(sequence.tokens.size());
@@ -151,10 +149,66 @@ json check_last_replay(ExecutorState &state, ShapeGraph &entry, const std::vecto
     result["n_seq"] = sequences.size();
     result["n_token"] = n_token;
     result["n_prefill_seq"] = n_prefill;
-    result["stage"] = entry.graph ? "the last graph replay of the timing loop" : "the last call of the timing loop";
+    result["stage"] = stage;
     if (!expected.error.empty()) result["error"] = "the reference failed on the timing batch: " + expected.error;
     return result;
 }
+
+// On CUDA: the candidate's last replayed output, so a graph that computes something else than the
+// eager call is caught.
+json check_last_replay(ExecutorState &state, ShapeGraph &entry, const std::vector<TrialSequence> &sequences) {
+    std::vector<float> replayed(entry.n_logit);
+    if (Status status = state.backend->download(replayed.data(), entry.buffers->get(1, 0), entry.n_logit * sizeof(float)); !status.ok()) {
+        throw DeviceFault(status.error());
+    }
+    return check_timed_output(state, sequences, replayed, entry.graph ? "the last graph replay of the timing loop" : "the last call of the timing loop");
+}
+
+// On the CPU: the candidate's outputs of two timed calls, its last and one drawn uniformly from
+// all of them (reservoir sampling), kept with their tokens. A candidate that is right while
+// verified and cuts corners on some timed calls is caught with the chance that one of the two
+// was such a call (cheating on half the calls, for 2x: 3 in 4 a shape).
+struct TimedOutputs {
+    struct Call {
+        std::vector<std::vector<int32_t>> tokens;  // per sequence
+        std::vector<float> logits;
+    };
+    Call last, drawn;
+    int n_call = 0;
+
+    void keep(const std::vector<TrialSequence> &sequences, std::vector<float> logits, std::mt19937_64 &rng) {
+        Call call;
+        for (const TrialSequence &sequence : sequences) call.tokens.push_back(sequence.tokens);
+        call.logits = std::move(logits);
+        ++n_call;
+        if (std::uniform_int_distribution<int>(1, n_call)(rng) == 1) drawn = call;
+        last = std::move(call);
+    }
+    // With `budget` > 0 (the campaign's reference_tokens: the single-threaded reference is slow on
+    // long prefill chunks) only the sequences that fit in it, taken in batch order, are checked;
+    // none fitting, nothing is.
+    std::optional<json> check(ExecutorState &state, const std::vector<TrialSequence> &sequences, const Call &call, const char *stage,
+                              int budget) const {
+        const size_t n_vocab = size_t(state.n_vocab());
+        std::vector<TrialSequence> checked;
+        std::vector<float> rows;
+        size_t row = 0;
+        int n_token = 0;
+        for (size_t i = 0; i < sequences.size(); ++i) {
+            const size_t n_row = sequences[i].all_logits ? call.tokens[i].size() : 1;
+            const int tokens = int(call.tokens[i].size());
+            if (budget <= 0 || n_token + tokens <= budget) {
+                checked.push_back(sequences[i]);
+                checked.back().tokens = call.tokens[i];
+                rows.insert(rows.end(), call.logits.begin() + std::ptrdiff_t(row * n_vocab), call.logits.begin() + std::ptrdiff_t((row + n_row) * n_vocab));
+                n_token += tokens;
+            }
+            row += n_row;
+        }
+        if (checked.empty()) return std::nullopt;
+        return check_timed_output(state, checked, rows, stage);
+    }
+};
 
 }  // namespace
 
@@ -196,6 +250,7 @@ json run_measure(ExecutorState &state, const json &params) {
             timer = state.backend->create_timer();
         }
         BatchBuilder builder;
+        TimedOutputs timed;  // CPU
         const double start = now_seconds();
         std::string failure;
         for (int rep = -warmup; rep < max_rep && failure.empty(); ++rep) {
@@ -224,9 +279,10 @@ json run_measure(ExecutorState &state, const json &params) {
                     ms = step.event_ms;
                     host_ms = step.host_ms;
                 } else {
-                    const CallReport report = call_plugin(state, plugin, sequences, builder);
+                    CallReport report = call_plugin(state, plugin, sequences, builder);
                     if (!report.error.empty()) failure = report.error;
                     ms = host_ms = report.seconds * 1e3;
+                    if (candidate_turn && rep >= 0 && report.error.empty()) timed.keep(sequences, std::move(report.logits), rng);
                 }
                 if (rep < 0) continue;
                 (candidate_turn ? candidate_ms : incumbent_ms).push_back(ms);
@@ -236,6 +292,17 @@ json run_measure(ExecutorState &state, const json &params) {
             // buffer still holds its own last step, checked below.
         }
         if (state.on_cuda() && failure.empty()) replay_checks.push_back(check_last_replay(state, *graphs[0], last_candidate_tokens(sequences, *graphs[0])));
+        if (!state.on_cuda() && failure.empty() && timed.n_call > 0) {
+            const int budget = std::max(0, params.value("reference_tokens", 0));
+            if (auto last = timed.check(state, sequences, timed.last, "the candidate's last call of the timing loop", budget)) {
+                replay_checks.push_back(std::move(*last));
+            }
+            if (timed.n_call > 1) {
+                if (auto drawn = timed.check(state, sequences, timed.drawn, "a timed call drawn at random from the timing loop", budget)) {
+                    replay_checks.push_back(std::move(*drawn));
+                }
+            }
+        }
         release_blocks(state, sequences);
         if (!failure.empty()) samples["plugin_error"] = failure;
         samples["candidate_ms"] = candidate_ms;

@@ -143,6 +143,9 @@ TEST_F(Adversarial, ReturnsThePreviousResult) {
     EXPECT_TRUE(evaluation.verdict.code == "wrong_output" || evaluation.verdict.code == "greedy_divergence")
         << evaluation.verdict.code << ": " << evaluation.verdict.reason;
 }
+// Honest while verified, replaying its previous logits on the timing loop's repeated layouts: the
+// candidate's timed outputs are checked after the loop.
+TEST_F(Adversarial, CheatsOnlyWhileTimed) { expect_verdict("cheats_while_timed", "wrong_after_timing", /*measure=*/true); }
 TEST_F(Adversarial, Nondeterministic) { expect_verdict("nondeterministic", "nondeterministic"); }
 TEST_F(Adversarial, SpecialCasesWorkloadShapes) { expect_verdict("special_cases_shapes", "wrong_output"); }
 TEST_F(Adversarial, LeaksMemoryEveryCall) { expect_verdict("leaks_memory", "leaks_memory", /*measure=*/true); }
