@@ -10,6 +10,7 @@
 #include "hotpass/core/json_text.h"
 #include "hotpass/core/mapped_file.h"
 #include "hotpass/engine/executor.h"
+#include "hotpass/engine/plugin.h"
 #include "hotpass/model/model.h"
 #include "hotpass/tune/evaluate.h"
 #ifdef HOTPASS_HAVE_CAMPAIGN
@@ -94,8 +95,12 @@ int run_submit(const SubmitArgs &args) {
         fmt::print(stderr, "error: --model {}: {}\n", args.model, model.error());
         return 2;
     }
-    tune::EvaluateOptions options;
     const bool on_cuda = args.device == "cuda";
+    if (auto incumbent = engine::resolve_forward(args.incumbent, on_cuda ? HP_DEVICE_CUDA : HP_DEVICE_CPU); !incumbent.ok()) {
+        fmt::print(stderr, "error: --incumbent {}: {}\n", args.incumbent, incumbent.error());  // before the candidate's build
+        return 2;
+    }
+    tune::EvaluateOptions options;
     if (on_cuda) {
         options.build = tune::cuda_build_options();
         // bf16 compute against the float32 GPU reference (docs/cuda.md's tolerances).
