@@ -25,6 +25,8 @@ namespace {
 constexpr size_t kMaxReplyFiles = 20;
 constexpr size_t kMaxReplyFileBytes = 512 << 10;
 constexpr size_t kMaxStoredResponse = 256 << 10;
+// A chat completion with the files of a forward pass is tens of KB; a reply past this is refused.
+constexpr size_t kMaxReplyBytes = size_t(16) << 20;
 constexpr size_t kAttemptsFedBack = 4;
 
 std::string env_or(const char *first, const char *second) {
@@ -83,7 +85,7 @@ std::string describe(httplib::Error error, double timeout_seconds) {
     switch (error) {
     case httplib::Error::Connection: return "unreachable: cannot connect to the endpoint";
     case httplib::Error::ConnectionTimeout: return fmt::format("unreachable: no connection within {:.0f} s", timeout_seconds);
-    case httplib::Error::Read: return fmt::format("slow or dropped: no complete reply within the {:.0f} s read timeout", timeout_seconds);
+    case httplib::Error::Read: return fmt::format("slow or dropped: nothing received for {:.0f} s, or the connection closed", timeout_seconds);
     case httplib::Error::Write: return "the request could not be sent (write failed)";
     case httplib::Error::SSLConnection:
     case httplib::Error::SSLServerVerification: return "TLS connection failed";
@@ -239,9 +241,29 @@ ProposeOutcome LlmAgent::propose(const AgentContext &context) {
     client.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
     client.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
     client.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-    if (!config_.api_key.empty()) client.set_bearer_token_auth(config_.api_key);
+    // One deadline for the whole reply: httplib's read timeout is per recv, so an endpoint that
+    // sends a byte now and then could hold the turn, and the campaign's end, without limit. The
+    // reply is also capped in size, and a stopping campaign abandons it.
     const double start = now_seconds();
-    const httplib::Result reply = client.Post(path, body, "application/json");
+    httplib::Request http;
+    http.method = "POST";
+    http.path = path;
+    http.body = body;
+    http.set_header("Content-Type", "application/json");
+    if (!config_.api_key.empty()) http.set_header("Authorization", "Bearer " + config_.api_key);
+    std::string reply_body;
+    std::string abandoned;  // why the reply was cut off, if it was
+    http.content_receiver = [&](const char *data, size_t length, uint64_t, uint64_t) {
+        if (reply_body.size() + length > kMaxReplyBytes) abandoned = fmt::format("garbage reply: longer than {} MB", kMaxReplyBytes >> 20);
+        else if (now_seconds() - start > config_.timeout_seconds) abandoned = fmt::format("slow: no complete reply within {:.0f} s", config_.timeout_seconds);
+        else if (context.submissions && context.submissions->stopping()) abandoned = "the campaign is stopping";
+        if (!abandoned.empty()) return false;
+        reply_body.append(data, length);
+        return true;
+    };
+    httplib::Response reply;
+    httplib::Error http_error = httplib::Error::Success;
+    const bool replied = client.send(http, reply, http_error);
 
     store::ExchangeRecord exchange;
     exchange.campaign_id = campaign_id_;
@@ -256,25 +278,25 @@ ProposeOutcome LlmAgent::propose(const AgentContext &context) {
         exchange.error = problem;
         if (store_) (void)store_->add_exchange(exchange);
     };
-    if (!reply) {
-        const std::string problem = describe(reply.error(), config_.timeout_seconds);
+    if (!replied || !abandoned.empty()) {
+        const std::string problem = !abandoned.empty() ? abandoned : describe(http_error, config_.timeout_seconds);
         record(problem);
         return fail(problem);
     }
-    exchange.http_status = reply->status;
-    exchange.response = reply->body.substr(0, kMaxStoredResponse);
-    if (reply->status == 429) {
-        const double wait = retry_after_seconds(reply->get_header_value("Retry-After"));
+    exchange.http_status = reply.status;
+    exchange.response = reply_body.substr(0, kMaxStoredResponse);
+    if (reply.status == 429) {
+        const double wait = retry_after_seconds(reply.get_header_value("Retry-After"));
         const std::string problem = fmt::format("rate limited (HTTP 429); retrying after {:.0f} s", wait);
         record(problem);
         return fail(problem, wait);
     }
-    if (reply->status != 200) {
-        const std::string problem = fmt::format("HTTP status {}: {}", reply->status, reply->body.substr(0, 300));
+    if (reply.status != 200) {
+        const std::string problem = fmt::format("HTTP status {}: {}", reply.status, reply_body.substr(0, 300));
         record(problem);
-        return fail(problem, reply->status >= 500 ? 5.0 : 0.0);
+        return fail(problem, reply.status >= 500 ? 5.0 : 0.0);
     }
-    const json parsed = json::parse(reply->body, nullptr, false);
+    const json parsed = json::parse(reply_body, nullptr, false);
     if (parsed.is_object() && parsed.contains("usage") && parsed["usage"].is_object()) {
         exchange.prompt_tokens = parsed["usage"].value("prompt_tokens", int64_t(0));
         exchange.completion_tokens = parsed["usage"].value("completion_tokens", int64_t(0));
@@ -288,7 +310,7 @@ ProposeOutcome LlmAgent::propose(const AgentContext &context) {
         }
     }
     if (!content) {
-        const std::string problem = fmt::format("garbage reply: not a chat completion ({})", reply->body.substr(0, 200));
+        const std::string problem = fmt::format("garbage reply: not a chat completion ({})", reply_body.substr(0, 200));
         record(problem);
         return fail(problem);
     }

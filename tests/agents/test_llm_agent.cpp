@@ -37,6 +37,7 @@ struct Reply {
     std::string body;
     std::string retry_after;
     int delay_ms = 0;
+    int dribble_ms = 0;  // > 0: the body one byte at a time, this long apart (chunked)
 };
 
 // Serves POST /v1/chat/completions from a queue of recorded replies and keeps what it was sent.
@@ -57,6 +58,17 @@ public:
             if (reply.delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(reply.delay_ms));
             response.status = reply.status;
             if (!reply.retry_after.empty()) response.set_header("Retry-After", reply.retry_after);
+            if (reply.dribble_ms > 0) {
+                response.set_chunked_content_provider("application/json", [reply](size_t offset, httplib::DataSink &sink) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(reply.dribble_ms));
+                    if (offset >= reply.body.size()) {
+                        sink.done();
+                        return true;
+                    }
+                    return sink.write(reply.body.data() + offset, 1);
+                });
+                return;
+            }
             response.set_content(reply.body, "application/json");
         });
         port_ = server_.bind_to_any_port("127.0.0.1");
@@ -188,6 +200,28 @@ TEST_F(LlmAgentTest, AppliesAnEditFeedsTheVerdictBackAndRecordsEveryFailureAsDat
     EXPECT_NE(exchanges[1].error.find("garbage"), std::string::npos);
     EXPECT_NE(exchanges[3].error.find("rate limited"), std::string::npos);
     EXPECT_NE(exchanges[4].error.find("slow"), std::string::npos);
+}
+
+// The timeout bounds the whole reply, not each read: an endpoint that sends a byte every 200 ms
+// (each read well within the 1 s timeout) is cut off; so is a reply past the size cap.
+TEST_F(LlmAgentTest, ADribblingOrHugeReplyIsCutOff) {
+    ReplayServer server;
+    server.replies = {
+        {200, completion("slow and steady"), "", 0, 200},
+        {200, std::string(17 << 20, ' '), "", 0},
+    };
+    FakeSubmissions submissions;
+    AgentContext context;
+    context.submissions = &submissions;
+    auto agent = make(server.base_url());
+    const ProposeOutcome dribbled = agent.propose(context);
+    EXPECT_NE(dribbled.reason.find("no complete reply within 1 s"), std::string::npos) << dribbled.reason;
+    const ProposeOutcome huge = agent.propose(context);
+    EXPECT_NE(huge.reason.find("longer than 16 MB"), std::string::npos) << huge.reason;
+    EXPECT_TRUE(submissions.proposals.empty());
+    const auto exchanges = store_->exchanges(campaign_id_).value();
+    ASSERT_EQ(exchanges.size(), 2u);
+    EXPECT_NE(exchanges[0].error.find("no complete reply"), std::string::npos);
 }
 
 TEST_F(LlmAgentTest, AnUnreachableEndpointIsRecordedAndRetiresTheAgentAfterMaxFailures) {

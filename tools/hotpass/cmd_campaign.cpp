@@ -307,7 +307,7 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
     optimize->add_option("--llm-url", args->llm_url, "llm agents: base URL, requests go to URL/chat/completions (default $HOTPASS_LLM_BASE_URL or $OPENAI_BASE_URL)");
     optimize->add_option("--llm-model", args->llm_model, "llm agents: model name (default $HOTPASS_LLM_MODEL or $OPENAI_MODEL)");
     optimize->add_option("--llm-max-tokens", args->llm_max_tokens, "llm agents: max_tokens of each reply")->capture_default_str()->check(count(1, "tokens"));
-    optimize->add_option("--llm-timeout", args->llm_timeout, "llm agents: connect/read timeout of one request, seconds")->capture_default_str()->check(seconds());
+    optimize->add_option("--llm-timeout", args->llm_timeout, "llm agents: timeout of one request (to connect, and for the whole reply), seconds")->capture_default_str()->check(seconds());
     optimize->add_option("--tiers", args->tiers, "fast,slow (promote fast-tier wins to the slow tier) or slow (every candidate on all layers)")
         ->check(CLI::Validator(
             [](std::string &value) { return value == "fast,slow" || value == "slow" ? std::string() : "'" + value + "': fast,slow or slow"; },
