@@ -44,7 +44,14 @@ if ! { mkdir "$queue/.incoming-$id" && cp -R "$1"/. "$queue/.incoming-$id/" && m
   exit 2
 fi
 echo "hotpass submit: $1 queued as $id; waiting for its verdict" >&2
-while [ ! -f "$queue/$id.verdict" ]; do sleep 0.2; done
+campaign="${HOTPASS_CAMPAIGN_PID:-}"
+while [ ! -f "$queue/$id.verdict" ]; do
+  if [ -n "$campaign" ] && ! kill -0 "$campaign" 2>/dev/null; then
+    echo "hotpass submit: the campaign (pid $campaign) has ended; no verdict will come" >&2
+    exit 5
+  fi
+  sleep 0.2
+done
 cat "$queue/$id.verdict"
 exit "$(cat "$queue/$id.exit" 2>/dev/null || echo 5)"
 )sh";
@@ -226,6 +233,7 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
     env["PATH"] = (workspace_ / "bin").string() + ":" + path;
     env["HOTPASS_WORKSPACE"] = workspace_.string();
     env["HOTPASS_SUBMIT_QUEUE"] = (workspace_ / ".hotpass" / "queue").string();
+    env["HOTPASS_CAMPAIGN_PID"] = std::to_string(getpid());  // `hotpass submit` stops waiting once it is gone
     env["HOTPASS_AGENT"] = name_;
     env["HOTPASS_TURN"] = std::to_string(turn_);
     env["HOTPASS_TURN_SECONDS"] = fmt::format("{:.0f}", config_.turn_seconds);

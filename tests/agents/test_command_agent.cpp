@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -132,6 +133,25 @@ TEST_F(CommandAgentTest, NoCommandRetiresItWithAReason) {
     const ProposeOutcome outcome = agent.propose(context_);
     EXPECT_TRUE(outcome.exhausted);
     EXPECT_NE(outcome.reason.find("--agent-command"), std::string::npos);
+}
+
+// `hotpass submit` inside a workspace stops waiting when the campaign is gone (it looped forever
+// after hotpass was killed): exit 5, infrastructure.
+TEST_F(CommandAgentTest, SubmitGivesUpWhenTheCampaignIsGone) {
+    context_.submissions = &submissions_;
+    auto agent = make("true");
+    (void)agent.propose(context_);  // a turn that submits nothing: the workspace and its bin/ exist after it
+    ASSERT_TRUE(fs::exists(root_ / "workspace" / "bin" / "hotpass-submit"));
+    const pid_t gone = fork();
+    if (gone == 0) _exit(0);
+    ASSERT_GT(gone, 0);
+    waitpid(gone, nullptr, 0);
+    fs::create_directories(root_ / "queue");
+    const std::string command = fmt::format("cd '{}' && HOTPASS_SUBMIT_QUEUE='{}' HOTPASS_CAMPAIGN_PID={} bin/hotpass submit src 2>/dev/null",
+                                            (root_ / "workspace").string(), (root_ / "queue").string(), gone);
+    const int status = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 5);
 }
 
 TEST(SubmitExitCode, FollowsTheStandaloneSubmitCommand) {
