@@ -70,9 +70,22 @@ Status install_seccomp_filter() {
     for (int number : {SCMP_SYS(socket), SCMP_SYS(socketpair), SCMP_SYS(connect), SCMP_SYS(bind), SCMP_SYS(listen),
                        SCMP_SYS(fork), SCMP_SYS(vfork), SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(creat),
                        SCMP_SYS(unlink), SCMP_SYS(unlinkat), SCMP_SYS(rename), SCMP_SYS(renameat), SCMP_SYS(renameat2),
-                       SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(truncate), SCMP_SYS(ptrace)}) {
+                       SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(truncate), SCMP_SYS(ptrace), SCMP_SYS(rmdir),
+                       SCMP_SYS(symlink), SCMP_SYS(symlinkat), SCMP_SYS(link), SCMP_SYS(linkat), SCMP_SYS(mknod),
+                       SCMP_SYS(mknodat), SCMP_SYS(process_vm_writev)}) {
         trap(number);
     }
+    // openat2 and io_uring carry what they do in memory seccomp cannot read (io_uring's operations
+    // bypass the filter altogether): not available, as clone3 below.
+    for (int number : {SCMP_SYS(openat2), SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter), SCMP_SYS(io_uring_register)}) {
+        if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(ENOSYS), number, 0);
+    }
+    // Signals only to this process (abort() and raise() send them to itself): kill(getppid(), ...)
+    // or kill(-1, ...) from a candidate would take down the campaign that started the executor.
+    const scmp_datum_t self = scmp_datum_t(getpid());
+    if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_NE, self));
+    if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_NE, self));
+    if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, SCMP_SYS(tkill), 1, SCMP_A0(SCMP_CMP_NE, self));
     // clone: threads (CLONE_THREAD) are fine, new processes are not. clone3 passes its flags in
     // memory seccomp cannot read, so it answers ENOSYS and glibc falls back to clone.
     if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));

@@ -163,6 +163,12 @@ TEST_F(Adversarial, WritesFiles) {
     EXPECT_FALSE(fs::exists("/tmp/hotpass-adversary-was-here"));
 }
 TEST_F(Adversarial, OpensASocket) { expect_verdict("opens_socket", "forbidden_syscall"); }
+TEST_F(Adversarial, SignalsTheProcessThatStartedIt) { expect_verdict("signals_parent", "forbidden_syscall"); }
+TEST_F(Adversarial, MakesASymlink) {
+    fs::remove("/tmp/hotpass-adversary-link");
+    expect_verdict("makes_symlink", "forbidden_syscall");
+    EXPECT_FALSE(fs::is_symlink("/tmp/hotpass-adversary-link"));
+}
 TEST_F(Adversarial, ExportsExtraSymbols) { expect_verdict("extra_symbols", "bad_exports"); }
 TEST_F(Adversarial, WrongAbiVersion) { expect_verdict("wrong_abi", "abi_mismatch"); }
 TEST_F(Adversarial, FailsToBuild) {

@@ -3,7 +3,12 @@
 // Forbidden (seccomp, after start-up; a violation ends the process with exit code
 // kExitForbiddenSyscall and the syscall number on stderr): creating sockets or connecting,
 // fork/vfork/clone of a process (threads are allowed), exec, opening files for writing or
-// creating/removing/renaming files. Weights are read-only mappings: a write faults, and the fault
+// creating/removing/renaming/linking files and folders, writing another process's memory, and
+// signals to any process but this one. openat2, clone3 and io_uring answer ENOSYS (their arguments
+// are out of seccomp's sight). What this does not stop: a candidate runs in the executor's address
+// space, so one written to subvert hotpass on purpose can reach the executor's own state (its
+// socket, the model description); the checks are made to catch mistakes and shortcuts, not a
+// deliberate attack, which needs a candidate in its own process or machine. Weights are read-only mappings: a write faults, and the fault
 // handler exits with kExitWroteWeights when the address is inside a weight. Other crashes keep
 // their signal. On CUDA the weights live in device memory: the executor checksums them on the
 // device after every candidate call that could have written them and exits with
