@@ -100,11 +100,24 @@ BuildOptions cuda_build_options() {
 BuildOutcome build_candidate(const Candidate &candidate, const BuildOptions &options) {
     BuildOutcome outcome;
     const double start = now_seconds();
-    // Sources and every other file of the candidate (headers, manifests), in a stable order.
+    // Sources and every other file of the candidate (headers, manifests), in a stable order; the
+    // cache key covers all of them, so folders behind symbolic links are walked too (their files
+    // are what the compiler reads). A candidate must be self-contained: an #include reaching
+    // outside its folder is not part of the key.
     std::vector<fs::path> files, sources;
     std::error_code code;
-    for (auto it = fs::recursive_directory_iterator(candidate.dir, code); !code && it != fs::recursive_directory_iterator(); ++it) {
+    for (auto it = fs::recursive_directory_iterator(candidate.dir, fs::directory_options::follow_directory_symlink, code);
+         !code && it != fs::recursive_directory_iterator(); it.increment(code)) {
+        if (it.depth() > 32) {
+            code = std::make_error_code(std::errc::too_many_symbolic_link_levels);
+            break;
+        }
         if (it->is_regular_file() && it->path().filename() != "candidate.json") files.push_back(it->path());
+    }
+    if (code) {  // a partial list would key the artifact on part of the sources
+        outcome.failure = "unreadable source";
+        outcome.diagnostics = fmt::format("cannot list {}: {}", candidate.dir.string(), code.message());
+        return outcome;
     }
     std::sort(files.begin(), files.end());
     for (const fs::path &file : files) {

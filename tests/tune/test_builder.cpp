@@ -61,6 +61,27 @@ TEST_F(BuilderTest, BuildsCachesAndKeysOnKnobs) {
     EXPECT_NE(third.artifact.key, first.artifact.key);
 }
 
+// A header behind a symbolically linked folder is part of the key: editing it builds anew (the
+// cached artifact of the old header was reused before, so a changed candidate kept old code).
+TEST_F(BuilderTest, FilesBehindALinkedFolderAreKeyed) {
+    fs::create_directories(root / "shared");
+    std::ofstream(root / "shared" / "rc.h") << "#define KNOB_RC 0\n";
+    const Candidate candidate = write("linked", std::string("#include \"lib/rc.h\"\n") + kMinimal);
+    fs::create_directory_symlink(root / "shared", root / "linked" / "lib");
+    const BuildOutcome first = build_candidate(candidate, options);
+    ASSERT_TRUE(first.ok) << first.failure << ": " << first.diagnostics;
+    std::ofstream(root / "shared" / "rc.h") << "#define KNOB_RC 1\n";
+    const BuildOutcome second = build_candidate(candidate, options);
+    ASSERT_TRUE(second.ok) << second.failure << ": " << second.diagnostics;
+    EXPECT_FALSE(second.artifact.cached);
+    EXPECT_NE(second.artifact.key, first.artifact.key);
+    // A link cycle is an error, not an endless walk.
+    fs::create_directory_symlink(root / "linked", root / "shared" / "loop");
+    const BuildOutcome looped = build_candidate(candidate, options);
+    EXPECT_FALSE(looped.ok);
+    EXPECT_EQ(looped.failure, "unreadable source") << looped.diagnostics;
+}
+
 TEST_F(BuilderTest, FailuresComeBackAsData) {
     const BuildOutcome broken = build_candidate(write("broken", "int f( {"), options);
     EXPECT_FALSE(broken.ok);
