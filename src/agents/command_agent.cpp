@@ -173,18 +173,9 @@ void CommandAgent::relay(const AgentContext &context) {
         proposal.source_dir = it->path();
         proposal.parent = context.incumbent;
         proposal.notes = fmt::format("submitted by {} in turn {}", name_, turn_);
-        if (auto meta = read_text_file(it->path() / "candidate.json"); meta.ok()) {
-            const auto json = nlohmann::json::parse(*meta, nullptr, false);
-            if (json.is_discarded() || !json.is_object()) {
-                answer(id, 2, "verdict: refused\nreason: candidate.json is not a JSON object\n");
-                continue;
-            }
-            if (json.contains("notes") && json["notes"].is_string()) proposal.notes = json["notes"].get<std::string>();
-            if (json.contains("knobs") && json["knobs"].is_object()) {
-                for (auto knob = json["knobs"].begin(); knob != json["knobs"].end(); ++knob) {
-                    proposal.knobs[knob.key()] = knob->is_string() ? knob->get<std::string>() : knob->dump();
-                }
-            }
+        if (Status meta = read_candidate_json(it->path(), proposal); !meta.ok()) {
+            answer(id, 2, fmt::format("verdict: refused\nreason: {}\n", meta.error()));
+            continue;
         }
         if (!context.submissions) {
             answer(id, 2, "verdict: refused\nreason: this agent is not running inside a campaign\n");

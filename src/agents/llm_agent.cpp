@@ -342,6 +342,10 @@ ProposeOutcome LlmAgent::propose(const AgentContext &context) {
     proposal.source_dir = dir;
     proposal.parent = context.incumbent;
     proposal.notes = fmt::format("{} turn {}: {}", name_, turn_, files->notes.substr(0, 500));
+    if (Status meta = read_candidate_json(dir, proposal); !meta.ok()) {  // the knobs the rules let it pass there
+        last_problem_ = meta.error();
+        return fail("garbage reply: " + meta.error());
+    }
     failures_ = 0;
     if (!context.submissions) {
         auto hash = store::hash_source_dir(dir);

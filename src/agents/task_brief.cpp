@@ -2,7 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <filesystem>
+
+#include "hotpass/core/json_text.h"
+#include "hotpass/core/mapped_file.h"
 
 namespace hp::agents {
 
@@ -110,6 +116,22 @@ std::string notes_text(const AgentContext &context, size_t max_notes) {
         text += fmt::format("- [{:.0f} s] {}: {}\n", note.elapsed_s, note.agent, line);
     }
     return text;
+}
+
+Status read_candidate_json(const std::filesystem::path &dir, Proposal &proposal) {
+    std::error_code code;
+    if (!std::filesystem::exists(dir / "candidate.json", code)) return {};
+    auto text = read_text_file(dir / "candidate.json");
+    if (!text.ok()) return Error{text.error()};
+    const auto json = nlohmann::json::parse(*text, nullptr, false);
+    if (json.is_discarded() || !json.is_object()) return error("candidate.json is not a JSON object");
+    if (json.contains("notes") && json["notes"].is_string()) proposal.notes = json["notes"].get<std::string>();
+    if (json.contains("knobs") && json["knobs"].is_object()) {
+        for (auto knob = json["knobs"].begin(); knob != json["knobs"].end(); ++knob) {
+            proposal.knobs[knob.key()] = knob->is_string() ? knob->get<std::string>() : json_text(*knob);
+        }
+    }
+    return {};
 }
 
 }  // namespace hp::agents

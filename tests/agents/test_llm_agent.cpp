@@ -202,6 +202,27 @@ TEST_F(LlmAgentTest, AppliesAnEditFeedsTheVerdictBackAndRecordsEveryFailureAsDat
     EXPECT_NE(exchanges[4].error.find("slow"), std::string::npos);
 }
 
+// Knobs passed in a candidate.json of the reply, as the rules sent to the model allow, reach the
+// proposal (they were dropped, so the campaign timed an unchanged copy of the baseline).
+TEST_F(LlmAgentTest, KnobsInTheRepliesCandidateJsonAreProposed) {
+    ReplayServer server;
+    server.replies = {
+        {200, completion("Bigger tiles.\n```json\n// file: candidate.json\n{\"knobs\": {\"HP_TILE\": 8}, \"notes\": \"tile 8\"}\n```\n"), "", 0},
+        {200, completion("```json\n// file: candidate.json\n[1, 2]\n```\n"), "", 0},
+    };
+    FakeSubmissions submissions;
+    AgentContext context;
+    context.submissions = &submissions;
+    auto agent = make(server.base_url());
+    const ProposeOutcome tuned = agent.propose(context);
+    ASSERT_EQ(submissions.proposals.size(), 1u) << tuned.reason;
+    EXPECT_EQ(submissions.proposals[0].knobs, (Knobs{{"HP_TILE", "8"}}));
+    EXPECT_EQ(submissions.proposals[0].notes, "tile 8");
+    const ProposeOutcome broken = agent.propose(context);
+    EXPECT_NE(broken.reason.find("candidate.json is not a JSON object"), std::string::npos) << broken.reason;
+    EXPECT_EQ(submissions.proposals.size(), 1u);
+}
+
 // The timeout bounds the whole reply, not each read: an endpoint that sends a byte every 200 ms
 // (each read well within the 1 s timeout) is cut off; so is a reply past the size cap.
 TEST_F(LlmAgentTest, ADribblingOrHugeReplyIsCutOff) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hotpass/agents/agent.h"
+#include "hotpass/core/result.h"
 
 namespace hp::agents {
 
@@ -20,5 +21,10 @@ std::string verdict_guide();
 std::string results_text(const AgentContext &context, size_t max_rows = 12);
 // The latest board notes, newest last, at most `max_notes`.
 std::string notes_text(const AgentContext &context, size_t max_notes = 15);
+
+// The candidate.json an agent may leave in a candidate folder, as task_rules describes it: its
+// "knobs" (values as strings) and "notes" go into `proposal`. No file: nothing changes. A file
+// that is not a JSON object: an error to tell the agent.
+Status read_candidate_json(const std::filesystem::path &dir, Proposal &proposal);
 
 }  // namespace hp::agents
