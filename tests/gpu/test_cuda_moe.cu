@@ -240,14 +240,18 @@ void run_case(const Case &c, uint32_t seed) {
         r.d_model = D;
         r.norm_eps = eps;
     }
+    // The routing's outputs, poisoned.
+    auto poisoned_routing = [&](moe::Routing &routing) {
+        routing.expert_index = arena.filled<int32_t>(size_t(n) * k, -7);
+        routing.expert_weight = arena.filled<float>(size_t(n) * k, NAN);
+        routing.n_active = arena.filled<int32_t>(1, -7);
+        routing.active_expert = arena.filled<int32_t>(size_t(E), -7);
+        routing.group_start = arena.filled<int32_t>(size_t(E) + 1, -7);
+        routing.group_pair = arena.filled<int32_t>(size_t(n) * k, -7);
+        routing.inv_rms = arena.filled<float>(size_t(n), NAN);
+    };
     r.expert_counts = arena.filled<int32_t>(size_t(E), 0);
-    r.routing.expert_index = arena.filled<int32_t>(size_t(n) * k, -7);
-    r.routing.expert_weight = arena.filled<float>(size_t(n) * k, NAN);
-    r.routing.n_active = arena.filled<int32_t>(1, -7);
-    r.routing.active_expert = arena.filled<int32_t>(size_t(E), -7);
-    r.routing.group_start = arena.filled<int32_t>(size_t(E) + 1, -7);
-    r.routing.group_pair = arena.filled<int32_t>(size_t(n) * k, -7);
-    r.routing.inv_rms = arena.filled<float>(size_t(n), NAN);
+    poisoned_routing(r.routing);
     s.gate = table;
     s.up = table + E;
     s.down = table + 2 * E;
@@ -292,13 +296,7 @@ void run_case(const Case &c, uint32_t seed) {
             warm.router = reinterpret_cast<const __nv_bfloat16 *>(arena.upload(warm_router));
             warm.x = arena.upload(x0);
             warm.expert_counts = arena.filled<int32_t>(size_t(E), 0);
-            warm.routing.expert_index = arena.filled<int32_t>(size_t(n) * k, -7);
-            warm.routing.expert_weight = arena.filled<float>(size_t(n) * k, NAN);
-            warm.routing.n_active = arena.filled<int32_t>(1, -7);
-            warm.routing.active_expert = arena.filled<int32_t>(size_t(E), -7);
-            warm.routing.group_start = arena.filled<int32_t>(size_t(E) + 1, -7);
-            warm.routing.group_pair = arena.filled<int32_t>(size_t(n) * k, -7);
-            warm.routing.inv_rms = arena.filled<float>(size_t(n), NAN);
+            poisoned_routing(warm.routing);
             warm.act = reinterpret_cast<__nv_bfloat16 *>(arena.filled<uint16_t>(size_t(n) * k * F, 0x7fc0));
             if (warm.norm_out.h) {
                 warm.norm_out.h = reinterpret_cast<__nv_bfloat16 *>(arena.filled<uint16_t>(size_t(D), 0x7fc0));
