@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "hotpass/agents/task_brief.h"
@@ -57,6 +58,22 @@ exit "$(cat "$queue/$id.exit" 2>/dev/null || echo 5)"
 )sh";
 
 std::string tail_of(const std::string &text, size_t n) { return text.size() > n ? "..." + text.substr(text.size() - n) : text; }
+
+// A turn's output log is cut off past this: the command is stopped and the log truncated.
+constexpr uintmax_t kMaxTurnLogBytes = 64u << 20;
+
+// The last `n` bytes of a file (the turn log can be large; only its end is reported).
+std::string file_tail(const fs::path &path, size_t n) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) return "";
+    const std::streamoff size = in.tellg();
+    const std::streamoff from = size > std::streamoff(n) ? size - std::streamoff(n) : 0;
+    in.seekg(from);
+    std::string text(size_t(size - from), '\0');
+    in.read(text.data(), std::streamsize(text.size()));
+    text.resize(size_t(in.gcount()));
+    return text;
+}
 
 // Why `dir` cannot be a submission (symlinks, special files, too big), or empty.
 std::string submission_problem(const fs::path &dir) {
@@ -258,7 +275,7 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
     setpgid(pid, pid);
     track_process_group(pid);  // killed if hotpass quits at once (a second Ctrl-C)
     int status = 0;
-    bool exited = false, timed_out = false, stopped = false;
+    bool exited = false, timed_out = false, stopped = false, flooded = false;
     while (true) {
         const pid_t done = waitpid(pid, &status, WNOHANG);
         if (done == pid) {
@@ -273,6 +290,10 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
             stopped = true;
             break;
         }
+        if (std::error_code size_code; fs::file_size(log, size_code) > kMaxTurnLogBytes && !size_code) {
+            flooded = true;
+            break;
+        }
         relay(context);
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -284,7 +305,11 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
     for (const auto &[id, hash] : pending_) answer(id, 5, fmt::format("candidate: {}\nverdict: unknown\nreason: the turn ended before the verdict\n", hash));
     pending_.clear();
     const double seconds = now_seconds() - start;
-    const std::string output = read_text_file(log).ok() ? read_text_file(log).value() : "";
+    if (std::error_code size_code; fs::file_size(log, size_code) > kMaxTurnLogBytes && !size_code) {  // also a command that ended in time
+        flooded = true;
+        fs::resize_file(log, kMaxTurnLogBytes, size_code);
+    }
+    const std::string output = file_tail(log, 4096);
     const std::string submitted = fmt::format("{} submission(s){}{}", n_submitted_, turn_verdicts_.empty() ? "" : ": ",
                                               fmt::join(turn_verdicts_, ", "));
 
@@ -299,7 +324,8 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
         }
     }
     std::string failure;
-    if (timed_out) failure = fmt::format("hung: killed with its process group after {:.0f} s", config_.turn_seconds);
+    if (flooded) failure = fmt::format("flooded: its output passed {} MB; killed with its process group", kMaxTurnLogBytes >> 20);
+    else if (timed_out) failure = fmt::format("hung: killed with its process group after {:.0f} s", config_.turn_seconds);
     else if (WIFSIGNALED(status) && !stopped) failure = fmt::format("crashed: killed by signal {}", WTERMSIG(status));
     else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && output.find("not found") != std::string::npos) failure = "crashed: command not found (exit 127)";
     else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) failure = fmt::format("crashed: exit status {}", WEXITSTATUS(status));

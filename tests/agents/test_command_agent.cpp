@@ -135,6 +135,22 @@ TEST_F(CommandAgentTest, NoCommandRetiresItWithAReason) {
     EXPECT_NE(outcome.reason.find("--agent-command"), std::string::npos);
 }
 
+// A command that floods its output is stopped past 64 MB and its log cut there (1 GB of output
+// stayed on disk and was read into memory twice).
+TEST_F(CommandAgentTest, AFloodingCommandIsStoppedAndItsLogCut) {
+    CommandAgentConfig config;
+    config.turn_seconds = 120;
+    auto agent = make("head -c 300000000 /dev/zero; exit 3", config);
+    const ProposeOutcome flooded = agent.propose(context_);
+    EXPECT_NE(flooded.reason.find("flooded"), std::string::npos) << flooded.reason;
+    uintmax_t largest = 0;
+    for (const auto &entry : fs::recursive_directory_iterator(root_ / "workspace")) {
+        if (entry.is_regular_file() && entry.path().extension() == ".log") largest = std::max(largest, entry.file_size());
+    }
+    EXPECT_GT(largest, 0u);
+    EXPECT_LE(largest, uintmax_t(64) << 20);
+}
+
 // `hotpass submit` inside a workspace stops waiting when the campaign is gone (it looped forever
 // after hotpass was killed): exit 5, infrastructure.
 TEST_F(CommandAgentTest, SubmitGivesUpWhenTheCampaignIsGone) {
