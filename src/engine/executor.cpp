@@ -110,6 +110,17 @@ void check_device_weights(ExecutorState &state, const char *during) {
     }
 }
 
+// The model description plugins share (hp_model, its layers and tensor records, the KV cache's
+// view) is plain memory of this process: a candidate that wrote it would change what the reference
+// and every later candidate compute. Compared after every request; a change ends the executor as
+// a weight write does (the description is part of the model).
+void check_model_description(const ExecutorState &state, const char *during) {
+    if (state.binding->fingerprint() == state.model_fingerprint) return;
+    std::fprintf(stderr, "hotpass-executor: the model description (hp_model) changed during %s\n", during);
+    std::fflush(stderr);
+    _exit(kExitWroteWeights);
+}
+
 CallReport call_plugin(ExecutorState &state, ForwardPlugin &plugin, const std::vector<TrialSequence> &sequences,
                        BatchBuilder &builder) {
     builder.clear();
@@ -266,6 +277,7 @@ Result<std::unique_ptr<ExecutorState>> start_executor(const ExecutorOptions &opt
     auto binding = ModelBinding::create(state->model, *state->kv, n_layer, on_cuda ? HP_DEVICE_CUDA : HP_DEVICE_CPU, tensor_data);
     if (!binding.ok()) return Error{binding.error()};
     state->binding = std::move(binding).value();
+    state->model_fingerprint = state->binding->fingerprint();
     lap("kv_cache_seconds");
     auto reference = open_plugin(*state, options.reference);
     if (!reference.ok()) return error("reference plugin: {}", reference.error());
@@ -441,6 +453,7 @@ int run_executor(const ExecutorOptions &options) {
             try {
                 reply["result"] = handle(**state, request, stop);
                 reply["ok"] = true;
+                check_model_description(**state, method_of(request).c_str());
             } catch (const DeviceFault &fault) {
                 // Nothing can run in a poisoned context: say why and exit; the supervisor
                 // restarts the executor and the verdict is device_fault.

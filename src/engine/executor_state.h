@@ -52,6 +52,7 @@ struct ExecutorState {
     model::Model model;
     std::unique_ptr<KvCache> kv;
     std::unique_ptr<ModelBinding> binding;
+    uint64_t model_fingerprint = 0;  // binding->fingerprint() at start-up, checked after every request
     std::unique_ptr<ForwardPlugin> reference;
     std::unique_ptr<ForwardPlugin> incumbent;
     std::unique_ptr<ForwardPlugin> candidate;
@@ -112,6 +113,8 @@ nlohmann::json run_measure(ExecutorState &state, const nlohmann::json &params);
 
 // CUDA: checksums the device weights; a change ends the process (kExitWroteWeights).
 void check_device_weights(ExecutorState &state, const char *during);
+// Exits with kExitWroteWeights when the model description handed to plugins changed (see executor.cpp).
+void check_model_description(const ExecutorState &state, const char *during);
 
 // KV-cache blocks as bytes, through the backend (device memory on CUDA).
 size_t kv_block_bytes(const ExecutorState &state);

@@ -1,5 +1,9 @@
 #include "hotpass/engine/model_binding.h"
 
+#include <string>
+
+#include "hotpass/core/hash.h"
+
 namespace hp::engine {
 
 using model::Slot;
@@ -134,6 +138,22 @@ Result<std::unique_ptr<ModelBinding>> ModelBinding::create(const model::Model &m
     view.tensors = binding->tensors_.data();
     view.n_tensors = int32_t(binding->tensors_.size());
     return binding;
+}
+
+uint64_t ModelBinding::fingerprint() const {
+    std::string bytes;
+    auto add = [&](const void *data, size_t n) { bytes.append(static_cast<const char *>(data), n); };
+    add(&view_, sizeof view_);
+    add(layers_.data(), layers_.size() * sizeof(hp_layer));
+    add(tensors_.data(), tensors_.size() * sizeof(hp_tensor));
+    for (const auto &experts : expert_tensors_) add(experts.data(), experts.size() * sizeof(hp_tensor));
+    if (const hp_kv_cache *kv = view_.kv) {
+        add(kv, sizeof *kv);
+        const size_t n_layer = layers_.size();  // not view_.config's: that is what is being checked
+        if (kv->k) add(kv->k, n_layer * sizeof(void *));
+        if (kv->v) add(kv->v, n_layer * sizeof(void *));
+    }
+    return hash64(bytes.data(), bytes.size());
 }
 
 }  // namespace hp::engine

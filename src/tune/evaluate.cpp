@@ -43,7 +43,8 @@ Verdict failure_verdict(const CallOutcome &outcome, const std::string &stage) {
         case CallFailure::crashed:
         case CallFailure::exited:
             if (outcome.exit_code == engine::kExitWroteWeights) {
-                return {"wrote_weights", fmt::format("it wrote into the read-only weights during {}", stage)};
+                return {"wrote_weights", fmt::format("it wrote into the read-only weights or the model description during {}: {}", stage,
+                                                     last_line(outcome.log_tail))};
             }
             if (outcome.exit_code == engine::kExitDeviceFault) {
                 return {"device_fault", fmt::format("it faulted the GPU during {} (an illegal address, a device-side assert or another "

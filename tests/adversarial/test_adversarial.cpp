@@ -119,6 +119,7 @@ TEST_F(Adversarial, VerySlowStopsEarlyUnderATimeCap) {
     EXPECT_GE(stopped, 2) << raw.dump();
 }
 TEST_F(Adversarial, WritesWeights) { expect_verdict("writes_weights", "wrote_weights"); }
+TEST_F(Adversarial, EditsTheModelDescription) { expect_verdict("edits_model_description", "wrote_weights"); }
 TEST_F(Adversarial, WritesOutsideOutputs) { expect_verdict("writes_outside_outputs", "wrote_outside_outputs"); }
 TEST_F(Adversarial, LeavesOutputsUnwritten) { expect_verdict("unwritten_output", "unwritten_output"); }
 TEST_F(Adversarial, NanOutput) { expect_verdict("nan_output", "nan_output"); }

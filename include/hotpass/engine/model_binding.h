@@ -21,6 +21,11 @@ public:
     static Result<std::unique_ptr<ModelBinding>> create(const model::Model &model, const KvCache &kv, int n_layer,
                                                         hp_device device, const std::vector<const void *> &tensor_data);
     const hp_model &view() const { return view_; }
+    // A hash of every byte of the description plugins are handed: hp_model, its config, layers,
+    // tensor records (and expert arrays) and the KV cache's view with its layer pointers. It lives in
+    // the executor's memory, which a plugin could write (`const` is only a promise): the executor
+    // compares it after every call into candidate code.
+    uint64_t fingerprint() const;
 
 private:
     ModelBinding() = default;

@@ -5,10 +5,12 @@
 // fork/vfork/clone of a process (threads are allowed), exec, opening files for writing or
 // creating/removing/renaming/linking files and folders, writing another process's memory, and
 // signals to any process but this one. openat2, clone3 and io_uring answer ENOSYS (their arguments
-// are out of seccomp's sight). What this does not stop: a candidate runs in the executor's address
-// space, so one written to subvert hotpass on purpose can reach the executor's own state (its
-// socket, the model description); the checks are made to catch mistakes and shortcuts, not a
-// deliberate attack, which needs a candidate in its own process or machine. Weights are read-only mappings: a write faults, and the fault
+// are out of seccomp's sight). The model description plugins are handed (hp_model and what it
+// points to) is fingerprinted and checked after every request (a change exits with
+// kExitWroteWeights). What this does not stop: a candidate runs in the executor's address space, so
+// one written to subvert hotpass on purpose can reach the executor's own state (its socket to the
+// supervisor, its memory); the checks are made to catch mistakes and shortcuts, not a deliberate
+// attack, which needs a candidate in its own process or machine. Weights are read-only mappings: a write faults, and the fault
 // handler exits with kExitWroteWeights when the address is inside a weight. Other crashes keep
 // their signal. On CUDA the weights live in device memory: the executor checksums them on the
 // device after every candidate call that could have written them and exits with
