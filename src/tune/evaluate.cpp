@@ -115,6 +115,14 @@ Verdict judge_measurement(const Measurement &measurement, const json &raw, const
 
 }  // namespace
 
+double measure_deadline(const EvaluateOptions &options) {
+    // The timing loop's length grows with the shapes and their time budgets (a fixed deadline
+    // called a correct candidate under a long --seconds-per-shape hung), plus the re-verification
+    // after the loop.
+    const double per_shape = 2 * std::max(options.runner.target_seconds, options.runner.max_seconds) + 30;
+    return std::max(options.measure_deadline_seconds, double(options.shapes.size()) * per_shape + options.verify_deadline_seconds);
+}
+
 namespace {
 
 Evaluation evaluate_unchecked(Supervisor &supervisor, const Candidate &candidate, const EvaluateOptions &options) {
@@ -197,7 +205,7 @@ Evaluation evaluate_unchecked(Supervisor &supervisor, const Candidate &candidate
     params["max_seconds"] = runner.max_seconds;
     params["min_rep_capped"] = kMinRepCapped;
     params["reference_tokens"] = options.reference_tokens;
-    CallOutcome measured = supervisor.call("measure", params, options.measure_deadline_seconds);
+    CallOutcome measured = supervisor.call("measure", params, measure_deadline(options));
     if (!measured.ok()) return finish(failure_verdict(measured, "timing"));
     evaluation.measurement = summarize(measured.result, options.shapes, runner);
     const Verdict timing = judge_measurement(*evaluation.measurement, measured.result, options);

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "hotpass/tune/evaluate.h"
 #include "hotpass/tune/runner.h"
 
 namespace hp::tune {
@@ -59,6 +60,17 @@ TEST(ParseShapes, MalformedWorkloadsAreErrors) {
         EXPECT_NE(parsed.error().find(message), std::string::npos)
             << text << ": " << parsed.error();
     }
+}
+
+// The measure call's deadline covers the time the shapes ask for: five 130 s shapes are more than
+// the 600 s floor (a correct candidate timed that long was called hung).
+TEST(MeasureDeadline, GrowsWithTheShapesTimeBudgets) {
+    EvaluateOptions options;
+    options.shapes = default_shapes(/*fast_tier=*/false);
+    EXPECT_EQ(measure_deadline(options), options.measure_deadline_seconds) << "short budgets keep the floor";
+    options.shapes.resize(5, options.shapes.front());
+    options.runner.target_seconds = 130;
+    EXPECT_GT(measure_deadline(options), 5 * 130 + options.verify_deadline_seconds);
 }
 
 }  // namespace

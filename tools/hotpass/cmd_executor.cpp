@@ -192,7 +192,7 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
                        "incumbent and on a random sample of this many tokens with the reference (0: the reference runs it whole)")
         ->check(count(0, "tokens"))->capture_default_str();
     submit->add_option("--seconds-per-shape", args->target_seconds, "timing budget per shape, seconds")->capture_default_str()->check(seconds());
-    submit->add_option("--deadline", args->deadline_seconds, "seconds before a silent executor counts as hung")->capture_default_str()->check(seconds());
+    submit->add_option("--deadline", args->deadline_seconds, "seconds the verification may take before the executor counts as hung (loading a candidate: 30 s; timing: from --seconds-per-shape and the shapes)")->capture_default_str()->check(seconds());
     submit->add_flag("--no-measure", args->no_measure, "build and verify only (a correct candidate is then not_faster: exit 1)");
     submit->add_option("--device", args->device, "cpu, or cuda: the candidate is .cu sources built with nvcc and run on the GPU")
         ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();

@@ -37,13 +37,17 @@ struct EvaluateOptions {
     uint64_t verify_seed = 0;   // 0: fresh from std::random_device (the candidate cannot know it)
     double load_deadline_seconds = 30;
     double verify_deadline_seconds = 120;
-    double measure_deadline_seconds = 600;
+    double measure_deadline_seconds = 600;  // at least: more where the shapes' time budgets need it (evaluate.cpp)
     double max_slowdown = 20;   // slower than this versus the incumbent on any shape: too_slow
     int64_t max_memory_growth_bytes = 64 << 20;
     // CUDA: host-clock median above 1.5 x the event median plus this is work escaping the stream.
     double escaped_work_ms = 0.1;
     bool measure = true;        // false: build + verify only
 };
+
+// How long the measure call may take: measure_deadline_seconds, or more where the shapes and the
+// runner's time budgets need it.
+double measure_deadline(const EvaluateOptions &options);
 
 struct Evaluation {
     Candidate candidate;
