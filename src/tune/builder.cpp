@@ -97,6 +97,9 @@ BuildOptions cuda_build_options() {
     return options;
 }
 
+// Every file of a candidate goes into its cache key (read whole): a folder past this is refused.
+constexpr uintmax_t kMaxCandidateBytes = uintmax_t(64) << 20;
+
 BuildOutcome build_candidate(const Candidate &candidate, const BuildOptions &options) {
     BuildOutcome outcome;
     const double start = now_seconds();
@@ -106,13 +109,23 @@ BuildOutcome build_candidate(const Candidate &candidate, const BuildOptions &opt
     // outside its folder is not part of the key.
     std::vector<fs::path> files, sources;
     std::error_code code;
+    uintmax_t n_byte = 0;
     for (auto it = fs::recursive_directory_iterator(candidate.dir, fs::directory_options::follow_directory_symlink, code);
          !code && it != fs::recursive_directory_iterator(); it.increment(code)) {
         if (it.depth() > 32) {
             code = std::make_error_code(std::errc::too_many_symbolic_link_levels);
             break;
         }
-        if (it->is_regular_file() && it->path().filename() != "candidate.json") files.push_back(it->path());
+        if (it->is_regular_file() && it->path().filename() != "candidate.json") {
+            files.push_back(it->path());
+            n_byte += it->file_size(code);
+        }
+    }
+    if (!code && n_byte > kMaxCandidateBytes) {  // every file is read into the key: sources, not data
+        outcome.failure = "candidate too large";
+        outcome.diagnostics = fmt::format("{} holds {} MB of files; a candidate is sources, at most {} MB", candidate.dir.string(),
+                                          n_byte >> 20, kMaxCandidateBytes >> 20);
+        return outcome;
     }
     if (code) {  // a partial list would key the artifact on part of the sources
         outcome.failure = "unreadable source";

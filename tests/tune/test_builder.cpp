@@ -75,6 +75,13 @@ TEST_F(BuilderTest, FilesBehindALinkedFolderAreKeyed) {
     ASSERT_TRUE(second.ok) << second.failure << ": " << second.diagnostics;
     EXPECT_FALSE(second.artifact.cached);
     EXPECT_NE(second.artifact.key, first.artifact.key);
+    // A folder that is mostly data is refused before anything is read into the key.
+    std::ofstream(root / "linked" / "weights.bin").close();
+    fs::resize_file(root / "linked" / "weights.bin", uintmax_t(65) << 20);
+    const BuildOutcome large = build_candidate(candidate, options);
+    EXPECT_FALSE(large.ok);
+    EXPECT_EQ(large.failure, "candidate too large") << large.diagnostics;
+    fs::remove(root / "linked" / "weights.bin");
     // A link cycle is an error, not an endless walk.
     fs::create_directory_symlink(root / "linked", root / "shared" / "loop");
     const BuildOutcome looped = build_candidate(candidate, options);

@@ -1,5 +1,6 @@
 // `hotpass executor` (the persistent engine process) and `hotpass submit` (evaluate one candidate).
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -107,7 +108,20 @@ int run_submit(const SubmitArgs &args) {
         options.tolerance = {3e-2, 3e-2};
     }
     options.build.include_dir = tune::default_include_dir();
-    options.build.cache_dir = args.cache_dir.empty() ? std::filesystem::temp_directory_path() / "hotpass-artifacts" : std::filesystem::path(args.cache_dir);
+    // Per user: a shared cache in /tmp would let anyone who can write there plant an artifact
+    // under a key predictable from the sources.
+    options.build.cache_dir = args.cache_dir.empty() ? std::filesystem::temp_directory_path() / fmt::format("hotpass-artifacts-{}", getuid())
+                                                     : std::filesystem::path(args.cache_dir);
+    if (args.cache_dir.empty()) {
+        std::error_code code;
+        std::filesystem::create_directories(options.build.cache_dir, code);
+        struct stat info {};
+        if (!code && ::stat(options.build.cache_dir.c_str(), &info) == 0 && info.st_uid == getuid()) ::chmod(options.build.cache_dir.c_str(), 0700);
+        if (code || ::stat(options.build.cache_dir.c_str(), &info) != 0 || info.st_uid != getuid() || (info.st_mode & 022) != 0) {
+            fmt::print(stderr, "error: the artifact cache {} is not a folder only you can write; give --cache DIR\n", options.build.cache_dir.string());
+            return 5;
+        }
+    }
     options.n_case = args.n_case;
     options.reference_tokens = args.reference_tokens;
     options.runner.target_seconds = args.target_seconds;
@@ -184,7 +198,7 @@ void add_executor_commands(CLI::App &app, int &exit_code) {
     submit->add_option("--fast-layers", args->fast_layers, "layers served by the fast tier")->capture_default_str()->check(count(1, "layers"));
     submit->add_option("--workload", args->workload, "the shapes to time: {\"shapes\": [{name, weight, decode_batch, decode_kv, prefill: []}]}, or what `optimize --traffic` takes (a `traffic workload` file, a profile, a trace)");
     submit->add_option("--incumbent", args->incumbent, "forward pass to time against: baseline, reference, or a .so")->capture_default_str();
-    submit->add_option("--cache", args->cache_dir, "artifact cache directory (default: $TMPDIR/hotpass-artifacts)");
+    submit->add_option("--cache", args->cache_dir, "artifact cache directory (default: $TMPDIR/hotpass-artifacts-UID, owner-only)");
     submit->add_option("--threads", args->n_thread, "CPU threads for forward passes")->capture_default_str()->check(count(1, "threads"));
     submit->add_option("--cases", args->n_case, "random verification batches")->capture_default_str()->check(count(1, "batches"));
     submit->add_option("--reference-tokens", args->reference_tokens,
