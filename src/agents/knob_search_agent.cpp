@@ -101,7 +101,12 @@ ProposeOutcome KnobSearchAgent::propose(const AgentContext &context) {
             const size_t pick = std::min(std::uniform_int_distribution<size_t>(0, ranked.size() - 1)(rng_),
                                          std::uniform_int_distribution<size_t>(0, ranked.size() - 1)(rng_));
             KnobValues base = to_values(ranked[pick]->knobs);
-            parent = ranked[pick]->hash;
+            // The child is always the baseline's sources with knobs: a parent with other sources (an
+            // llm or command agent's candidate) lends its knob values only, and the child's parent
+            // is then the baseline, so that `hotpass show` diffs it against the code it was built from.
+            const std::string &picked = ranked[pick]->hash;
+            const bool same_sources = picked == "baseline" || store::candidate_hash(source_hash_, ranked[pick]->knobs) == picked;
+            parent = same_sources ? picked : "baseline";
             values = mutate(base);
             std::vector<std::string> diffs;
             for (const KnobSpec &knob : manifest_.knobs) {
@@ -109,7 +114,8 @@ ProposeOutcome KnobSearchAgent::propose(const AgentContext &context) {
                     diffs.push_back(fmt::format("{} {}->{}", knob.define, base[knob.define], values[knob.define]));
                 }
             }
-            how = fmt::format("mutation of {}: {}", parent.substr(0, 12), fmt::join(diffs, ", "));
+            how = fmt::format("mutation of {}{}: {}", picked.substr(0, 12), same_sources ? "" : "'s knobs on the baseline's sources",
+                              fmt::join(diffs, ", "));
         }
         if (knob_violation(manifest_, values)) continue;  // illegal: never built
         const Knobs knobs = to_candidate_knobs(values);

@@ -57,18 +57,22 @@ TEST(KnobSearchAgent, RandomCoversTheLegalSpaceWithoutRepeatsOrIllegalCombinatio
 TEST(KnobSearchAgent, EvolveMutatesTheBestOfTheSharedPopulation) {
     auto agent = make(KnobStrategy::evolve, 7);
     AgentContext context;
-    // Another agent's result on the board: the best candidate so far.
-    ResultSummary best{"besthash", "other", "baseline", {{"HP_ROWS", "2"}, {"HP_TOKENS", "8"}}, "fast", "faster", 1.3, true, ""};
+    // Another agent's result on the board: the best candidate so far (the baseline's sources with
+    // knobs, so its hash is theirs), and a worse one.
+    const Knobs best_knobs = {{"HP_ROWS", "2"}, {"HP_TOKENS", "8"}};
+    const std::string best_hash = store::candidate_hash("srchash", best_knobs);
+    ResultSummary best{best_hash, "other", "baseline", best_knobs, "fast", "faster", 1.3, true, ""};
     context.results.push_back(best);
     context.results.push_back({"worse", "other", "baseline", {{"HP_FUSE", "0"}}, "fast", "not_faster", 0.8, true, ""});
-    context.known = {"besthash", "worse"};
+    context.known = {best_hash, "worse"};
     int from_best = 0, n = 0;
     for (int i = 0; i < 15; ++i) {  // of 25 legal combinations
         ProposeOutcome outcome = agent.propose(context);
         ASSERT_TRUE(outcome.proposal.has_value()) << outcome.reason;
         context.known.insert(store::candidate_hash("srchash", outcome.proposal->knobs));
         ++n;
-        if (outcome.proposal->parent == "besthash") {
+        EXPECT_NE(outcome.proposal->parent, "worse") << "'worse' has other sources than the baseline's: a child names the baseline";
+        if (outcome.proposal->parent == best_hash) {
             ++from_best;
             // A mutation changes one or two knobs of its parent.
             const KnobValues parent = agent.to_values(best.knobs), child = agent.to_values(outcome.proposal->knobs);
