@@ -45,10 +45,11 @@ if ! { mkdir "$queue/.incoming-$id" && cp -R "$1"/. "$queue/.incoming-$id/" && m
   exit 2
 fi
 echo "hotpass submit: $1 queued as $id; waiting for its verdict" >&2
-campaign="${HOTPASS_CAMPAIGN_PID:-}"
+# The campaign touches $queue/.alive while it relays (every 0.1 s): stale for 30 s, it has ended.
+# (A file, not a pid: the agent may run in a container with its own pid namespace.)
 while [ ! -f "$queue/$id.verdict" ]; do
-  if [ -n "$campaign" ] && ! kill -0 "$campaign" 2>/dev/null; then
-    echo "hotpass submit: the campaign (pid $campaign) has ended; no verdict will come" >&2
+  if [ -f "$queue/.alive" ] && [ $(( $(date +%s) - $(stat -c %Y "$queue/.alive" 2>/dev/null || date +%s) )) -gt 30 ]; then
+    echo "hotpass submit: the campaign has not relayed for 30 s; it has ended, and no verdict will come" >&2
     exit 5
   fi
   sleep 0.2
@@ -179,6 +180,10 @@ void CommandAgent::answer(const std::string &id, int exit_code, const std::strin
 void CommandAgent::relay(const AgentContext &context) {
     const fs::path queue = workspace_ / ".hotpass" / "queue";
     std::error_code code;
+    // The heartbeat `hotpass submit` watches (kSubmitScript).
+    if (!fs::exists(queue / ".alive", code)) std::ofstream(queue / ".alive").close();
+    fs::last_write_time(queue / ".alive", fs::file_time_type::clock::now(), code);
+    code.clear();
     for (auto it = fs::directory_iterator(queue, code); !code && it != fs::directory_iterator(); it.increment(code)) {
         const std::string id = it->path().filename().string();
         if (!it->is_directory() || id.empty() || id[0] == '.' || pending_.count(id) || fs::exists(queue / (id + ".verdict"))) continue;
@@ -241,7 +246,6 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
     env["PATH"] = (workspace_ / "bin").string() + ":" + path;
     env["HOTPASS_WORKSPACE"] = workspace_.string();
     env["HOTPASS_SUBMIT_QUEUE"] = (workspace_ / ".hotpass" / "queue").string();
-    env["HOTPASS_CAMPAIGN_PID"] = std::to_string(getpid());  // `hotpass submit` stops waiting once it is gone
     env["HOTPASS_AGENT"] = name_;
     env["HOTPASS_TURN"] = std::to_string(turn_);
     env["HOTPASS_TURN_SECONDS"] = fmt::format("{:.0f}", config_.turn_seconds);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include "hotpass/core/json_text.h"
@@ -128,7 +129,15 @@ Status read_candidate_json(const std::filesystem::path &dir, Proposal &proposal)
     if (json.contains("notes") && json["notes"].is_string()) proposal.notes = json["notes"].get<std::string>();
     if (json.contains("knobs") && json["knobs"].is_object()) {
         for (auto knob = json["knobs"].begin(); knob != json["knobs"].end(); ++knob) {
-            proposal.knobs[knob.key()] = knob->is_string() ? knob->get<std::string>() : json_text(*knob);
+            const std::string &name = knob.key();
+            const bool identifier = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+                return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+            });
+            if (!identifier) return error("candidate.json: knob name '{}' must be an identifier", json_summary(nlohmann::json(name)));
+            if (knob->is_boolean()) proposal.knobs[name] = knob->get<bool>() ? "1" : "0";
+            else if (knob->is_string()) proposal.knobs[name] = knob->get<std::string>();
+            else if (knob->is_number()) proposal.knobs[name] = json_text(*knob);
+            else return error("candidate.json: knob '{}' must be a number, boolean or string, not {}", name, json_summary(*knob));
         }
     }
     return {};

@@ -463,6 +463,7 @@ int run_executor(const ExecutorOptions &options) {
             } catch (const std::exception &failure) {
                 reply["ok"] = false;
                 reply["error"] = failure.what();
+                check_model_description(**state, method_of(request).c_str());  // a failed create() may have written it too
             }
         }
         if (!channel.write_line(json_text(reply)).ok()) return 0;

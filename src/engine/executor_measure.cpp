@@ -186,26 +186,36 @@ struct TimedOutputs {
     }
     // With `budget` > 0 (the campaign's reference_tokens: the single-threaded reference is slow on
     // long prefill chunks) only the sequences that fit in it, taken in batch order, are checked;
-    // none fitting, nothing is.
+    // none fitting, the shortest one is, up to kTimedCheckMaxTokens (a longer one is not checked).
+    static constexpr int kTimedCheckMaxTokens = 256;
     std::optional<json> check(ExecutorState &state, const std::vector<TrialSequence> &sequences, const Call &call, const char *stage,
                               int budget) const {
         const size_t n_vocab = size_t(state.n_vocab());
-        std::vector<TrialSequence> checked;
-        std::vector<float> rows;
-        size_t row = 0;
+        std::vector<size_t> first_row(sequences.size() + 1, 0);
+        for (size_t i = 0; i < sequences.size(); ++i) first_row[i + 1] = first_row[i] + (sequences[i].all_logits ? call.tokens[i].size() : 1);
+        std::vector<size_t> chosen;
         int n_token = 0;
         for (size_t i = 0; i < sequences.size(); ++i) {
-            const size_t n_row = sequences[i].all_logits ? call.tokens[i].size() : 1;
             const int tokens = int(call.tokens[i].size());
             if (budget <= 0 || n_token + tokens <= budget) {
-                checked.push_back(sequences[i]);
-                checked.back().tokens = call.tokens[i];
-                rows.insert(rows.end(), call.logits.begin() + std::ptrdiff_t(row * n_vocab), call.logits.begin() + std::ptrdiff_t((row + n_row) * n_vocab));
+                chosen.push_back(i);
                 n_token += tokens;
             }
-            row += n_row;
         }
-        if (checked.empty()) return std::nullopt;
+        if (chosen.empty() && !sequences.empty()) {
+            size_t shortest = 0;
+            for (size_t i = 1; i < sequences.size(); ++i) shortest = call.tokens[i].size() < call.tokens[shortest].size() ? i : shortest;
+            if (int(call.tokens[shortest].size()) <= kTimedCheckMaxTokens) chosen.push_back(shortest);
+        }
+        if (chosen.empty()) return std::nullopt;
+        std::vector<TrialSequence> checked;
+        std::vector<float> rows;
+        for (size_t i : chosen) {
+            checked.push_back(sequences[i]);
+            checked.back().tokens = call.tokens[i];
+            rows.insert(rows.end(), call.logits.begin() + std::ptrdiff_t(first_row[i] * n_vocab),
+                        call.logits.begin() + std::ptrdiff_t(first_row[i + 1] * n_vocab));
+        }
         return check_timed_output(state, checked, rows, stage);
     }
 };

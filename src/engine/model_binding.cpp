@@ -73,6 +73,9 @@ Result<std::unique_ptr<ModelBinding>> ModelBinding::create(const model::Model &m
     view.device = device;
     view.config = to_abi_config(config, n_layer);
     view.kv = &kv.view();
+    binding->kv_view_ = &kv.view();
+    binding->kv_k_ = kv.view().k;
+    binding->kv_v_ = kv.view().v;
 
     for (size_t index = 0; index < model.tensors.size(); ++index) {
         const model::TensorView &tensor = model.tensors[index];
@@ -147,11 +150,11 @@ uint64_t ModelBinding::fingerprint() const {
     add(layers_.data(), layers_.size() * sizeof(hp_layer));
     add(tensors_.data(), tensors_.size() * sizeof(hp_tensor));
     for (const auto &experts : expert_tensors_) add(experts.data(), experts.size() * sizeof(hp_tensor));
-    if (const hp_kv_cache *kv = view_.kv) {
-        add(kv, sizeof *kv);
+    if (kv_view_) {
+        add(kv_view_, sizeof *kv_view_);
         const size_t n_layer = layers_.size();  // not view_.config's: that is what is being checked
-        if (kv->k) add(kv->k, n_layer * sizeof(void *));
-        if (kv->v) add(kv->v, n_layer * sizeof(void *));
+        if (kv_k_) add(kv_k_, n_layer * sizeof(void *));
+        if (kv_v_) add(kv_v_, n_layer * sizeof(void *));
     }
     return hash64(bytes.data(), bytes.size());
 }

@@ -77,15 +77,20 @@ Status install_seccomp_filter() {
     }
     // openat2 and io_uring carry what they do in memory seccomp cannot read (io_uring's operations
     // bypass the filter altogether): not available, as clone3 below.
-    for (int number : {SCMP_SYS(openat2), SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter), SCMP_SYS(io_uring_register)}) {
+    for (int number : {SCMP_SYS(openat2), SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter), SCMP_SYS(io_uring_register),
+                       SCMP_SYS(pidfd_open), SCMP_SYS(pidfd_send_signal)}) {
         if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(ENOSYS), number, 0);
     }
     // Signals only to this process (abort() and raise() send them to itself): kill(getppid(), ...)
     // or kill(-1, ...) from a candidate would take down the campaign that started the executor.
     const scmp_datum_t self = scmp_datum_t(getpid());
-    if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_NE, self));
-    if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_NE, self));
-    if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, SCMP_SYS(tkill), 1, SCMP_A0(SCMP_CMP_NE, self));
+    for (int number : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo)}) {
+        if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, number, 1, SCMP_A0(SCMP_CMP_NE, self));
+    }
+    // tkill names a thread, not a process: one of this process's threads is not the pid. It is
+    // refused (EPERM) rather than trapped; glibc's raise and pthread_kill use tgkill.
+    if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(tkill), 1, SCMP_A0(SCMP_CMP_NE, self));
+    // pidfd_open / pidfd_send_signal (above: ENOSYS) would reach other processes by descriptor.
     // clone: threads (CLONE_THREAD) are fine, new processes are not. clone3 passes its flags in
     // memory seccomp cannot read, so it answers ENOSYS and glibc falls back to clone.
     if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_TRAP, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));

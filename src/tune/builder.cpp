@@ -119,6 +119,7 @@ BuildOutcome build_candidate(const Candidate &candidate, const BuildOptions &opt
         if (it->is_regular_file() && it->path().filename() != "candidate.json") {
             files.push_back(it->path());
             n_byte += it->file_size(code);
+            if (n_byte > kMaxCandidateBytes) break;
         }
     }
     if (!code && n_byte > kMaxCandidateBytes) {  // every file is read into the key: sources, not data
@@ -133,9 +134,21 @@ BuildOutcome build_candidate(const Candidate &candidate, const BuildOptions &opt
         return outcome;
     }
     std::sort(files.begin(), files.end());
+    // What is compiled: the sources of the folder itself; those behind a linked folder are only
+    // keyed (what they hold may be included), as before links were followed.
+    auto behind_link = [&](const fs::path &file) {
+        fs::path prefix = candidate.dir;
+        const fs::path relative = file.lexically_relative(candidate.dir);  // not fs::relative: it resolves the links
+        for (auto part = relative.begin(); part != relative.end() && std::next(part) != relative.end(); ++part) {
+            prefix /= *part;
+            if (fs::is_symlink(prefix, code)) return true;
+        }
+        return false;
+    };
     for (const fs::path &file : files) {
-        if (is_source(file)) sources.push_back(file);
+        if (is_source(file) && !behind_link(file)) sources.push_back(file);
     }
+    code.clear();
     if (sources.empty()) {
         outcome.failure = "no sources";
         outcome.diagnostics = fmt::format("{} holds no .cpp, .cc, .c or .cu file", candidate.dir.string());

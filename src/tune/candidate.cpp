@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hotpass/core/json_text.h"
 #include "hotpass/core/mapped_file.h"
 
 namespace hp::tune {
@@ -19,7 +20,7 @@ Result<Candidate> load_candidate(const std::filesystem::path &dir) {
     if (!json.is_object()) return error("{}: expected an object {{\"parent\", \"agent\", \"knobs\", \"notes\"}}", metadata_path.string());
     for (auto [key, field] : {std::pair{"parent", &candidate.parent}, {"agent", &candidate.agent}, {"notes", &candidate.notes}}) {
         if (!json.contains(key) || json[key].is_null()) continue;
-        if (!json[key].is_string()) return error("{}: '{}' must be a string, not {}", metadata_path.string(), key, json[key].dump());
+        if (!json[key].is_string()) return error("{}: '{}' must be a string, not {}", metadata_path.string(), key, json_summary(json[key]));
         *field = json[key].get<std::string>();
     }
     if (json.contains("knobs")) {

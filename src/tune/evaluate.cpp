@@ -53,7 +53,7 @@ Verdict failure_verdict(const CallOutcome &outcome, const std::string &stage) {
             }
             if (outcome.exit_code == engine::kExitForbiddenSyscall) {
                 return {"forbidden_syscall", fmt::format("it called {}() during {}, which the executor forbids "
-                                                         "(sockets, new processes, exec, writing files)",
+                                                         "(sockets, new processes, exec, writing or linking files, signals to other processes)",
                                                          syscall_name(outcome.log_tail), stage)};
             }
             if (outcome.signal) return {"crash", fmt::format("the executor died with {} during {}", strsignal(outcome.signal), stage)};
@@ -89,6 +89,7 @@ Verdict judge_measurement(const Measurement &measurement, const json &raw, const
         }
     }
     const Verdict after = judge_verification(raw.value("post_check", json::object()), {options.tolerance});
+    if (after.code == "infrastructure") return after;  // the executor's or the reference's failure, not the candidate's
     if (after.code != "ok") return {"wrong_after_timing", fmt::format("after the timing loop: {}", after.reason)};
     const int64_t growth = std::max(raw.value("resident_growth_bytes", int64_t(0)), raw.value("private_growth_bytes", int64_t(0)));
     if (growth > options.max_memory_growth_bytes) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <random>
 
+#include "hotpass/core/json_text.h"
+
 namespace hp::tune {
 
 using nlohmann::json;
@@ -21,7 +23,7 @@ Result<std::vector<Shape>> parse_shapes(const json &workload) {
         // A count is a non-negative integer no larger than a step could be; absent means 0.
         auto count = [&](const json &value, const std::string &what, int &out) -> Status {
             if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > (1 << 24)) {
-                return error("shapes[{}].{}: expected an integer from 0 to {}, got {}", i, what, 1 << 24, value.dump());
+                return error("shapes[{}].{}: expected an integer from 0 to {}, got {}", i, what, 1 << 24, json_summary(value));
             }
             out = int(value.get<int64_t>());
             return {};
@@ -41,7 +43,7 @@ Result<std::vector<Shape>> parse_shapes(const json &workload) {
         if (shape.decode_batch == 0 && shape.prefill.empty()) return error("shapes[{}]: neither decode_batch nor prefill", i);
         if (item.contains("weight")) {
             if (!item["weight"].is_number() || !std::isfinite(item["weight"].get<double>()) || item["weight"].get<double>() <= 0) {
-                return error("shapes[{}].weight: expected a positive number, got {}", i, item["weight"].dump());
+                return error("shapes[{}].weight: expected a positive number, got {}", i, json_summary(item["weight"]));
             }
             shape.weight = item["weight"].get<double>();
         }

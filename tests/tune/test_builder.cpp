@@ -66,6 +66,7 @@ TEST_F(BuilderTest, BuildsCachesAndKeysOnKnobs) {
 TEST_F(BuilderTest, FilesBehindALinkedFolderAreKeyed) {
     fs::create_directories(root / "shared");
     std::ofstream(root / "shared" / "rc.h") << "#define KNOB_RC 0\n";
+    std::ofstream(root / "shared" / "selftest.cpp") << "#error not part of the candidate's build\n";  // keyed, not compiled
     const Candidate candidate = write("linked", std::string("#include \"lib/rc.h\"\n") + kMinimal);
     fs::create_directory_symlink(root / "shared", root / "linked" / "lib");
     const BuildOutcome first = build_candidate(candidate, options);

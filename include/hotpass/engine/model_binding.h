@@ -33,6 +33,11 @@ private:
     std::vector<hp_layer> layers_;
     std::vector<hp_tensor> tensors_;
     std::vector<std::vector<hp_tensor>> expert_tensors_;  // per layer: gate[E], up[E], down[E]
+    // The KV cache's view and its layer pointer arrays as they were at create: fingerprint() reads
+    // these, not the pointers in view_ a plugin could have overwritten.
+    const hp_kv_cache *kv_view_ = nullptr;
+    void *const *kv_k_ = nullptr;
+    void *const *kv_v_ = nullptr;
 };
 
 hp_config to_abi_config(const model::ModelConfig &config, int n_layer);

@@ -4,8 +4,9 @@
 // kExitForbiddenSyscall and the syscall number on stderr): creating sockets or connecting,
 // fork/vfork/clone of a process (threads are allowed), exec, opening files for writing or
 // creating/removing/renaming/linking files and folders, writing another process's memory, and
-// signals to any process but this one. openat2, clone3 and io_uring answer ENOSYS (their arguments
-// are out of seccomp's sight). The model description plugins are handed (hp_model and what it
+// signals to any process but this one (kill, tgkill, rt_(tg)sigqueueinfo; tkill to another thread
+// answers EPERM). openat2, clone3, io_uring and pidfd_open/pidfd_send_signal answer ENOSYS (their
+// arguments are out of seccomp's sight, or they would reach other processes by descriptor). The model description plugins are handed (hp_model and what it
 // points to) is fingerprinted and checked after every request (a change exits with
 // kExitWroteWeights). What this does not stop: a candidate runs in the executor's address space, so
 // one written to subvert hotpass on purpose can reach the executor's own state (its socket to the
