@@ -147,6 +147,17 @@ TEST_F(Adversarial, ReturnsThePreviousResult) {
 // Honest while verified, replaying its previous logits on the timing loop's repeated layouts: the
 // candidate's timed outputs are checked after the loop.
 TEST_F(Adversarial, CheatsOnlyWhileTimed) { expect_verdict("cheats_while_timed", "wrong_after_timing", /*measure=*/true); }
+// The same with the campaign's reference budget (16 tokens): a 64-token prefill shape fits none of
+// it, and its shortest sequence is checked all the same.
+TEST_F(Adversarial, CheatsOnlyWhileTimedUnderAReferenceBudget) {
+    EvaluateOptions budgeted = options(/*measure=*/true);
+    budgeted.reference_tokens = 16;
+    budgeted.shapes = {budgeted.shapes.back()};
+    ASSERT_FALSE(budgeted.shapes[0].prefill.empty()) << "the fast tier's last default shape is its prefill";
+    const Evaluation evaluation = evaluate_candidate(
+        *fast_, make_candidate("cheats_while_timed", fs::path(HOTPASS_ADVERSARIAL_DIR) / "cheats_while_timed.cpp"), budgeted);
+    EXPECT_EQ(evaluation.verdict.code, "wrong_after_timing") << evaluation.verdict.reason;
+}
 TEST_F(Adversarial, Nondeterministic) { expect_verdict("nondeterministic", "nondeterministic"); }
 TEST_F(Adversarial, SpecialCasesWorkloadShapes) { expect_verdict("special_cases_shapes", "wrong_output"); }
 TEST_F(Adversarial, LeaksMemoryEveryCall) { expect_verdict("leaks_memory", "leaks_memory", /*measure=*/true); }
