@@ -453,7 +453,6 @@ int run_executor(const ExecutorOptions &options) {
             try {
                 reply["result"] = handle(**state, request, stop);
                 reply["ok"] = true;
-                check_model_description(**state, method_of(request).c_str());
             } catch (const DeviceFault &fault) {
                 // Nothing can run in a poisoned context: say why and exit; the supervisor
                 // restarts the executor and the verdict is device_fault.
@@ -463,8 +462,8 @@ int run_executor(const ExecutorOptions &options) {
             } catch (const std::exception &failure) {
                 reply["ok"] = false;
                 reply["error"] = failure.what();
-                check_model_description(**state, method_of(request).c_str());  // a failed create() may have written it too
             }
+            check_model_description(**state, method_of(request).c_str());  // after a failed request too: a failed create() may have written it
         }
         if (!channel.write_line(json_text(reply)).ok()) return 0;
     }
