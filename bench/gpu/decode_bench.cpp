@@ -171,7 +171,8 @@ std::vector<KernelKind> kernel_breakdown(cudaGraph_t step, backend::Backend &dev
 // The step's kernels as they run in graph replays, from CUPTI (cupti_trace.h, timeline.h): the
 // captured step instantiated again with kernel records on, `warm` replays dropped, then `reps`
 // replays, each waited for, so one replay's kernels never meet the next one's.
-Result<bench_timeline::Summary> trace_step(cudaGraph_t step, cudaStream_t stream, int reps, int warm = 3) {
+// n_layer: kinds launched several times a layer are shown per place (split_by_layer_place).
+Result<bench_timeline::Summary> trace_step(cudaGraph_t step, cudaStream_t stream, int n_layer, int reps, int warm = 3) {
     auto trace = bench_timeline::KernelTrace::begin();
     if (!trace.ok()) return Error{trace.error()};
     cudaGraphExec_t exec = nullptr;
@@ -218,6 +219,7 @@ Result<bench_timeline::Summary> trace_step(cudaGraph_t step, cudaStream_t stream
     std::sort(replays.begin(), replays.end(), [&](const auto &a, const auto &b) { return first_start(a) < first_start(b); });
     if (int(replays.size()) != warm + reps) return error("timeline: {} replays found in the kernel records, {} launched", replays.size(), warm + reps);
     replays.erase(replays.begin(), replays.begin() + warm);
+    bench_timeline::split_by_layer_place(replays, n_layer);
     return bench_timeline::summarize(replays);
 }
 
@@ -382,7 +384,7 @@ int run(const std::string &preset, const std::vector<int> &batches, int kv_lengt
             }
             fmt::print("  {:>8.4f} ms in kernels timed alone by kind; the step takes {:.4f} ms\n", total_ms, stats_of(graph_ms).median);
         }
-        const nlohmann::json timeline_json = timeline ? report_timeline(trace_step((*rig)->graph(), stream, 20), s.median) : nlohmann::json();
+        const nlohmann::json timeline_json = timeline ? report_timeline(trace_step((*rig)->graph(), stream, c.n_layer, 20), s.median) : nlohmann::json();
         out["batches"].push_back({{"batch", batch_size},
                                   {"step_ms_median", s.median},
                                   {"step_ms_p10", s.p10},

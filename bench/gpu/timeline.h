@@ -65,6 +65,31 @@ inline std::vector<Placed> place(const std::vector<KernelSpan> &replay) {
     return placed;
 }
 
+// A kind launched k times a layer (k >= 2: e.g. o_proj and down_proj on one kernel and grid) is split
+// into its k places in the layer: the launches of each replay, in start order, are relabelled
+// "KIND [j/k]" for occurrence j % k (from 1), so that each place's exposed time shows on its own
+// line. A kind whose count per replay is not a multiple k >= 2 of n_layer (once a step, once a
+// layer, one layer fewer) keeps its label. n_layer <= 0 leaves every label.
+inline void split_by_layer_place(std::vector<std::vector<KernelSpan>> &replays, int n_layer) {
+    if (n_layer <= 0) return;
+    for (std::vector<KernelSpan> &replay : replays) {
+        std::vector<KernelSpan *> order;
+        std::map<std::string, int> count;
+        for (KernelSpan &k : replay) {
+            order.push_back(&k);
+            ++count[k.kind];
+        }
+        std::stable_sort(order.begin(), order.end(), [](const KernelSpan *a, const KernelSpan *b) { return a->start_ns < b->start_ns; });
+        std::map<std::string, int> seen;
+        for (KernelSpan *k : order) {
+            const int n = count[k->kind];
+            if (n < 2 * n_layer || n % n_layer != 0) continue;
+            const int places = n / n_layer, j = seen[k->kind]++ % places;
+            k->kind += " [" + std::to_string(j + 1) + "/" + std::to_string(places) + "]";
+        }
+    }
+}
+
 // Replays with no kernels are ignored; kinds are keyed by KernelSpan::kind.
 inline Summary summarize(const std::vector<std::vector<KernelSpan>> &replays) {
     Summary summary;

@@ -62,20 +62,29 @@ def main():
         f"plugin create {s['plugin']:.0f}, warm-up step {s['warm_up']:.0f}); graph capture is per batch size, in the bench",
         f"- hotpass: one CUDA graph per step, {bench['batches'][0]['reps']} replays timed with events (median, p10-p90); "
         "peer: transformers " + str(peer.get("version")) + f" ({peer.get('attn_implementation', '?')} attention, DynamicCache, "
-        "host clock around a synchronize, median of 20 steps)",
+        "host clock around a synchronize, median of 20 steps); torch graph: the same weights in a decode step of plain "
+        "PyTorch ops (cuBLAS projections with q/k/v and gate/up concatenated, SDPA over a static KV cache) captured in one "
+        "CUDA graph, replays timed with events (median); its logits checked against the transformers model's "
+        "(max |delta| / max |logit| in the last column)",
         "",
-        "| batch | hotpass step ms (p10-p90) | hotpass tokens/s | roofline ms | % of roofline | eager step ms | graph capture ms | transformers step ms | transformers tokens/s | speedup |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| batch | hotpass step ms (p10-p90) | hotpass tokens/s | roofline ms | % of roofline | eager step ms | graph capture ms | transformers step ms | transformers tokens/s | torch graph step ms (p10-p90) | torch graph tokens/s | hotpass / torch graph | torch graph logits delta |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    table = ["batch  hotpass tok/s  %roofline  transformers tok/s  speedup"]
+    table = ["batch  hotpass tok/s  %roofline  transformers tok/s  speedup  torch graph tok/s  speedup"]
     for b in bench["batches"]:
         p = peer_by_batch.get(b["batch"])
         p_ms = f"{p['step_ms_median']:.2f}" if p else "-"
         p_tps = f"{p['tokens_per_s']:.0f}" if p else "-"
         speedup = f"{b['tokens_per_s'] / p['tokens_per_s']:.1f}x" if p else "-"
+        g = p.get("torch_graph") if p else None
+        g_ms = f"{g['step_ms_median']:.3f} ({g['step_ms_p10']:.3f}-{g['step_ms_p90']:.3f})" if g else "-"
+        g_tps = f"{g['tokens_per_s']:.0f}" if g else "-"
+        g_speedup = f"{b['tokens_per_s'] / g['tokens_per_s']:.2f}x" if g else "-"
+        g_delta = f"{g['max_rel_delta_vs_transformers']:.1e}" if g else "-"
         lines.append(f"| {b['batch']} | {b['step_ms_median']:.3f} ({b['step_ms_p10']:.3f}-{b['step_ms_p90']:.3f}) | {b['tokens_per_s']:.0f} | "
-                     f"{b['roofline_ms']:.3f} | {100 * b['fraction_of_roofline']:.0f}% | {b['eager_step_ms_median']:.3f} | {b.get('capture_ms', 0):.1f} | {p_ms} | {p_tps} | {speedup} |")
-        table.append(f"{b['batch']:>5}  {b['tokens_per_s']:>13.0f}  {100 * b['fraction_of_roofline']:>8.0f}%  {p_tps:>18}  {speedup:>7}")
+                     f"{b['roofline_ms']:.3f} | {100 * b['fraction_of_roofline']:.0f}% | {b['eager_step_ms_median']:.3f} | {b.get('capture_ms', 0):.1f} | {p_ms} | {p_tps} | "
+                     f"{g_ms} | {g_tps} | {g_speedup} | {g_delta} |")
+        table.append(f"{b['batch']:>5}  {b['tokens_per_s']:>13.0f}  {100 * b['fraction_of_roofline']:>8.0f}%  {p_tps:>18}  {speedup:>7}  {g_tps:>17}  {g_speedup:>7}")
     with_kernels = [b for b in bench["batches"] if b.get("kernels")]
     if with_kernels:
         lines += ["", "### Where the step's time goes (`--breakdown`)", "",

@@ -120,5 +120,30 @@ TEST(Timeline, NoReplaysNoKinds) {
     EXPECT_TRUE(s.kinds.empty());
 }
 
+TEST(Timeline, KindsLaunchedSeveralTimesALayerAreSplitByPlace) {
+    // Two layers of: x (o_proj), a, x (down_proj); once a step: h (the head). x is launched twice
+    // a layer, so its two places get their own lines; a (once a layer) and h keep their labels.
+    std::vector<std::vector<KernelSpan>> replays = {{
+        {"h", 40000, 50000},  // out of order on purpose
+        {"x", 0, 2000}, {"a", 2000, 3000}, {"x", 3000, 7000},
+        {"x", 7000, 9000}, {"a", 9000, 10000}, {"x", 10000, 14000},
+    }};
+    split_by_layer_place(replays, 2);
+    const Summary s = summarize(replays);
+    ASSERT_EQ(s.kinds.size(), 4u);
+    EXPECT_EQ(find(s, "x [1/2]").launches, 2);
+    EXPECT_DOUBLE_EQ(find(s, "x [1/2]").exposed_ms, 0.004);
+    EXPECT_DOUBLE_EQ(find(s, "x [2/2]").exposed_ms, 0.008);
+    EXPECT_EQ(find(s, "a").launches, 2);
+    EXPECT_EQ(find(s, "h").launches, 1);
+
+    // Not a multiple of the layers (or no layer count given): labels stay.
+    std::vector<std::vector<KernelSpan>> odd = {{{"y", 0, 1000}, {"y", 1000, 2000}, {"y", 2000, 3000}}};
+    split_by_layer_place(odd, 2);
+    EXPECT_EQ(odd[0][0].kind, "y");
+    split_by_layer_place(replays, 0);
+    EXPECT_EQ(find(summarize(replays), "x [1/2]").launches, 2);
+}
+
 }  // namespace
 }  // namespace hp::bench_timeline

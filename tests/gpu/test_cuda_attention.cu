@@ -46,6 +46,9 @@ struct Case {
     bool small_warps = false;  // the CUDA-core kernel with kFdSmallWarps warps per block (knob attn_fd_small_warps)
     bool alone = false;        // every token alone in its sequence (a decode step), else every fifth shares
     bool cluster = false;      // the CUDA-core kernel's splits as one cluster (knob attn_fd_cluster)
+    int ring = -1;             // the tensor-core kernel without PREFETCH, bf16: its shared-memory ring of this many steps
+                               // (knob attn_mma_ring; 0 register loads), -1: the build's knob
+    bool ring_early = false;   // with ring >= 2: the ring's first steps before the wait (knob attn_mma_ring_early)
 };
 
 std::string describe(const Case &c) {
@@ -53,15 +56,31 @@ std::string describe(const Case &c) {
            ", d_head " + std::to_string(c.d_head) + ", kv " + (c.kv_dtype == HP_DTYPE_BF16 ? "bf16" : "f16") + ", n_split " +
            std::to_string(c.n_split) + (c.prefetch ? ", prefetch" : "") + (c.mma ? ", mma" : "") + ", block_tokens " +
            std::to_string(c.block_tokens) + (c.small_warps ? ", " + std::to_string(base::kFdSmallWarps) + " warps" : "") +
-           (c.alone ? ", one token per sequence" : "") + (c.cluster ? ", splits in a cluster" : "");
+           (c.alone ? ", one token per sequence" : "") + (c.cluster ? ", splits in a cluster" : "") +
+           (c.ring >= 0 ? ", ring " + std::to_string(c.ring) + (c.ring_early ? " early" : "") : "");
+}
+
+// The tensor-core kernel (bf16, no PREFETCH) with a given ring (knobs attn_mma_ring, attn_mma_ring_early).
+// A ring that does not fit this build's blocks (e.g. attn_fd_warps 8) is not instantiated.
+template <int D, int G, int RING, bool EARLY>
+void launch_ring(dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
+                 const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
+    if constexpr (base::mma_shared_bytes<D, false, RING>() + sizeof(base::FdShared<D, G>) <= 232448) {
+        const size_t shared = base::mma_prepare_shared<HP_DTYPE_BF16, D, G, false, RING, EARLY>();
+        base::decode_attention_mma_kernel<HP_DTYPE_BF16, D, G, false, RING, EARLY>
+            <<<grid, base::kFdWarps * 32, shared>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    } else {
+        ADD_FAILURE() << "ring " << RING << " does not fit a block of this build (ring_fits lets no such case through)";
+    }
 }
 
 // The CUDA-core kernel with its splits as one cluster, launched as forward.cu does.
 template <hp_dtype KV, int D, int G, bool PREFETCH, int W>
 void launch_cluster(dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
                     const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
-    const bool launched = base::launch_decode_attention_kernel<true>(base::decode_attention_kernel<KV, D, G, PREFETCH, W, true>, int(grid.x),
-                                                                     int(grid.y), p.n_split, W, cudaStream_t(0), p, q, positions, token_seq,
+    auto kernel = base::decode_attention_kernel<KV, D, G, PREFETCH, W, true>;
+    const bool launched = base::launch_decode_attention_kernel<true>(kernel, int(grid.x), int(grid.y), p.n_split, W,
+                                                                     base::fd_prepare_shared<PREFETCH, W>(kernel), cudaStream_t(0), p, q, positions, token_seq,
                                                                      tables, k, v, partial, counters, out);
     EXPECT_TRUE(launched) << "the H200 schedules clusters of " << p.n_split << " blocks";
 }
@@ -69,7 +88,24 @@ void launch_cluster(dim3 grid, const base::DecodeAttentionParams &p, const float
 template <int D, int G, bool PREFETCH>
 void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
                     const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
-                    __nv_bfloat16 *out, bool small_warps, bool cluster) {
+                    __nv_bfloat16 *out, bool small_warps, bool cluster, int ring = -1, bool ring_early = false) {
+    if constexpr (D >= 64 && !PREFETCH) {
+        if (mma && ring >= 0) {
+            ASSERT_EQ(kv, HP_DTYPE_BF16) << "ring cases are bf16";
+            auto go = [&](auto ring_steps, auto early) {
+                launch_ring<D, G, decltype(ring_steps)::value, decltype(early)::value>(grid, p, q, positions, token_seq, tables, k, v, partial,
+                                                                                      counters, out);
+            };
+            using F = std::false_type;
+            using T = std::true_type;
+            if (ring == 0) go(std::integral_constant<int, 0>{}, F{});
+            else if (ring == 2) ring_early ? go(std::integral_constant<int, 2>{}, T{}) : go(std::integral_constant<int, 2>{}, F{});
+            else if (ring == 3) ring_early ? go(std::integral_constant<int, 3>{}, T{}) : go(std::integral_constant<int, 3>{}, F{});
+            else if (ring == 4) ring_early ? go(std::integral_constant<int, 4>{}, T{}) : go(std::integral_constant<int, 4>{}, F{});
+            else FAIL() << "ring " << ring;
+            return;
+        }
+    }
     if (cluster) {
         constexpr int W = base::kFdSmallWarps;
         if (small_warps && kv == HP_DTYPE_BF16) launch_cluster<HP_DTYPE_BF16, D, G, PREFETCH, W>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
@@ -78,42 +114,69 @@ void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentio
         else launch_cluster<HP_DTYPE_F16, D, G, PREFETCH, base::kFdWarps>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
         return;
     }
+    if constexpr (!PREFETCH) {
+        if (!mma && ring >= 0 && !small_warps) {  // the CUDA-core kernel with a given ring (knob attn_fd_ring)
+            ASSERT_EQ(kv, HP_DTYPE_BF16) << "ring cases are bf16";
+            auto go = [&](auto ring_steps) {
+                constexpr int R = decltype(ring_steps)::value, W = base::kFdWarps;
+                // A ring that does not fit this build's blocks (e.g. attn_fd_warps 8) is not instantiated.
+                if constexpr (base::fd_ring_bytes<false, W, R>() + sizeof(base::FdShared<D, G, W>) <= 232448) {
+                    auto kernel = base::decode_attention_kernel<HP_DTYPE_BF16, D, G, false, W, false, R>;
+                    kernel<<<grid, W * 32, base::fd_prepare_shared<false, W, R>(kernel)>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+                } else {
+                    ADD_FAILURE() << "ring " << R << " does not fit a block of this build (ring_fits lets no such case through)";
+                }
+            };
+            if (ring == 0) go(std::integral_constant<int, 0>{});
+            else if (ring == 2) go(std::integral_constant<int, 2>{});
+            else if (ring == 3) go(std::integral_constant<int, 3>{});
+            else if (ring == 4) go(std::integral_constant<int, 4>{});
+            else FAIL() << "ring " << ring;
+            return;
+        }
+    }
+    // The build's knob attn_fd_ring gives the variants without PREFETCH a ring (fd_prepare_shared).
     if (small_warps) {
         constexpr int W = base::kFdSmallWarps;
         if (kv == HP_DTYPE_BF16) {
-            base::decode_attention_kernel<HP_DTYPE_BF16, D, G, PREFETCH, W><<<grid, W * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+            auto kernel = base::decode_attention_kernel<HP_DTYPE_BF16, D, G, PREFETCH, W>;
+            kernel<<<grid, W * 32, base::fd_prepare_shared<PREFETCH, W>(kernel)>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
         } else {
-            base::decode_attention_kernel<HP_DTYPE_F16, D, G, PREFETCH, W><<<grid, W * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+            auto kernel = base::decode_attention_kernel<HP_DTYPE_F16, D, G, PREFETCH, W>;
+            kernel<<<grid, W * 32, base::fd_prepare_shared<PREFETCH, W>(kernel)>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
         }
         return;
     }
     if constexpr (D >= 64) {
         if (mma && kv == HP_DTYPE_BF16) {
+            const size_t shared = base::mma_prepare_shared<HP_DTYPE_BF16, D, G, PREFETCH>();  // knob attn_mma_ring's ring
             base::decode_attention_mma_kernel<HP_DTYPE_BF16, D, G, PREFETCH>
-                <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+                <<<grid, base::kFdWarps * 32, shared>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
             return;
         }
         if (mma) {
+            const size_t shared = base::mma_prepare_shared<HP_DTYPE_F16, D, G, PREFETCH>();
             base::decode_attention_mma_kernel<HP_DTYPE_F16, D, G, PREFETCH>
-                <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+                <<<grid, base::kFdWarps * 32, shared>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
             return;
         }
     }
+    constexpr int W = base::kFdWarps;
     if (kv == HP_DTYPE_BF16) {
-        base::decode_attention_kernel<HP_DTYPE_BF16, D, G, PREFETCH>
-            <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+        auto kernel = base::decode_attention_kernel<HP_DTYPE_BF16, D, G, PREFETCH>;
+        kernel<<<grid, W * 32, base::fd_prepare_shared<PREFETCH, W>(kernel)>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
     } else {
-        base::decode_attention_kernel<HP_DTYPE_F16, D, G, PREFETCH>
-            <<<grid, base::kFdWarps * 32>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+        auto kernel = base::decode_attention_kernel<HP_DTYPE_F16, D, G, PREFETCH>;
+        kernel<<<grid, W * 32, base::fd_prepare_shared<PREFETCH, W>(kernel)>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
     }
 }
 
 template <int D, int G>
 void launch(bool prefetch, bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
             const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
-            __nv_bfloat16 *out, bool small_warps, bool cluster) {
+            __nv_bfloat16 *out, bool small_warps, bool cluster, int ring = -1, bool ring_early = false) {
     if (prefetch) launch_variant<D, G, true>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out, small_warps, cluster);
-    else launch_variant<D, G, false>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out, small_warps, cluster);
+    else launch_variant<D, G, false>(mma, kv, grid, p, q, positions, token_seq, tables, k, v, partial, counters, out, small_warps, cluster, ring, ring_early);
 }
 
 // Runs case c on inputs drawn from `seed` and checks the outputs against float64 host math; `bits`
@@ -209,12 +272,12 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     }
     const dim3 grid(c.n_head_kv, c.n_token, p.n_split);
     auto run = [&] {
-        if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
-        else if (d == 32) launch<32, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
-        else if (d == 64 && group <= 4) launch<64, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
-        else if (d == 64) launch<64, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
-        else if (group <= 4) launch<128, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
-        else launch<128, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster);
+        if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
+        else if (d == 32) launch<32, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
+        else if (d == 64 && group <= 4) launch<64, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
+        else if (d == 64) launch<64, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
+        else if (group <= 4) launch<128, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
+        else launch<128, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
     };
     run();
     CHECK_CUDA(cudaGetLastError());
@@ -376,6 +439,93 @@ TEST(CudaDecodeAttention, ClusteredSplitsMatchLastBlockReduction) {
             EXPECT_FALSE(reference.empty());
             EXPECT_TRUE(reference == clustered) << describe(c) << ", seed " << at << ": outputs differ from the last block's reduction";
             ++at;
+        }
+    }
+}
+
+// Whether a ring of `ring` steps and the block's state fit a block of this build (227 KB) for case c
+// (e.g. not ring 4 at d_head 128 with attn_fd_warps 8); the kernels static_assert the same.
+bool ring_fits(const Case &c, int ring) {
+    const bool wide = c.n_head / c.n_head_kv > 4;
+    const size_t state = c.d_head == 64 ? (wide ? sizeof(base::FdShared<64, 8>) : sizeof(base::FdShared<64, 4>))
+                                        : (wide ? sizeof(base::FdShared<128, 8>) : sizeof(base::FdShared<128, 4>));
+    const int chunks = c.mma ? (c.d_head == 64 ? base::mma_chunks<64>() : base::mma_chunks<128>()) : 2 * base::kFdUnroll;
+    return size_t(ring) * base::kFdWarps * 32 * chunks * 16 + state <= 232448;
+}
+
+// Knob attn_fd_ring: the CUDA-core kernel's K/V through a shared-memory ring of 2, 3 or 4 steps per
+// warp, bit-identical to its register loads (ring 0), decode steps and shared sequences, paged
+// blocks of 16 and 8 tokens.
+void ring_cuda_cores(Case c, uint32_t seed) {
+    c.mma = false;
+    c.ring_early = false;
+    for (bool alone : {true, false}) {
+        for (int block_tokens : {16, 8}) {
+            c.alone = alone;
+            c.block_tokens = block_tokens;
+            c.ring = 0;
+            std::vector<uint16_t> registers;
+            run_case(c, seed, &registers);
+            for (int ring : {2, 3, 4}) {
+                if (!ring_fits(c, ring)) continue;
+                c.ring = ring;
+                std::vector<uint16_t> ringed;
+                run_case(c, seed, &ringed);
+                EXPECT_FALSE(ringed.empty());
+                EXPECT_TRUE(registers == ringed) << describe(c) << ", seed " << seed << ": outputs differ from the register loads'";
+            }
+            ++seed;
+        }
+    }
+}
+
+// Limit: the kernels here are plain launches, so griddepcontrol.wait returns at once and the newest
+// row is in memory before they start; the early copies' rule (never the newest row) is checked by
+// these cases only in that the outputs equal the late copies'. Knobs attn_mma_ring, attn_mma_ring_early (and attn_fd_ring, below 16 tokens): the tensor-core kernel's K/V through a shared-memory ring
+// of 2, 3 or 4 steps per warp (cp.async), its first steps before the wait or after. The same chunks
+// reach the same registers, so the outputs must be bit-identical to the register loads' (ring 0) and
+// within the host-math bound: llama-3.2-1b's and qwen3-30b-a3b's shapes at batches 8-64, decode steps
+// (every token alone: the early copies) and shared sequences, split counts 1 (16 steps a warp),
+// the plugin's, 7 and 64 (empty splits), paged blocks of 8 tokens, short sequences.
+TEST(CudaDecodeAttentionMma, SharedMemoryRingMatchesRegisterLoads) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    Case cases[] = {
+        {32, 32, 8, 64, HP_DTYPE_BF16, 0, 1024},   // llama-3.2-1b batch 32
+        {64, 32, 8, 64, HP_DTYPE_BF16, 1, 1024},   // batch 64: one split, 16 steps a warp
+        {8, 32, 8, 64, HP_DTYPE_BF16, 7, 1024},
+        {33, 32, 8, 64, HP_DTYPE_BF16, 64, 300},   // more splits than steps
+        {32, 32, 4, 128, HP_DTYPE_BF16, 0, 1024},  // qwen3-30b-a3b batch 32
+        {9, 16, 2, 128, HP_DTYPE_BF16, 3, 400},
+    };
+    for (uint32_t base : {20261205u, seed}) {
+        uint32_t at = base;
+        for (Case c : cases) {
+            c.mma = true;
+            if (c.n_token < 16) ring_cuda_cores(c, at);
+            for (bool alone : {true, false}) {
+                for (int block_tokens : {16, 8}) {
+                    c.alone = alone;
+                    c.block_tokens = block_tokens;
+                    c.ring = 0;
+                    c.ring_early = false;
+                    std::vector<uint16_t> registers;
+                    run_case(c, at, &registers);
+                    for (int ring : {2, 3, 4}) {
+                        if (!ring_fits(c, ring)) continue;
+                        for (bool early : {false, true}) {
+                            c.ring = ring;
+                            c.ring_early = early;
+                            std::vector<uint16_t> ringed;
+                            run_case(c, at, &ringed);
+                            EXPECT_FALSE(ringed.empty());
+                            EXPECT_TRUE(registers == ringed) << describe(c) << ", seed " << at << ": outputs differ from the register loads'";
+                        }
+                    }
+                    ++at;
+                }
+            }
         }
     }
 }

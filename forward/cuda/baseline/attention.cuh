@@ -75,6 +75,32 @@ __device__ inline void fd_trace(const DecodeAttentionParams &p, int point) {
     }
 }
 
+// One 16-byte copy global -> shared of this thread, outside L1 (K/V rows are read once a step).
+__device__ inline void fd_cp_async16(void *shared, const void *global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(global) : "memory");
+#endif
+}
+
+// Dynamic shared memory of a decode_attention_kernel launch of W warps: the ring of its variant
+// without PREFETCH (knob attn_fd_ring >= 2: RING steps of 2 * kFdUnroll 16-byte chunks per thread),
+// else none.
+template <bool PREFETCH, int W, int RING = HP_CUDA_ATTN_FD_RING>
+__host__ __device__ constexpr size_t fd_ring_bytes() {
+    return !PREFETCH && RING >= 2 ? size_t(RING) * W * 32 * 2 * kFdUnroll * 16 : 0;
+}
+
+// The dynamic shared memory a launch of `kernel` (a decode_attention_kernel<.., PREFETCH, W, .., RING>)
+// takes, with the kernel allowed that much beside its static shared memory (above 48 KB together a
+// launch fails without the attribute); host code, before every launch of a variant without PREFETCH.
+template <bool PREFETCH, int W, int RING = HP_CUDA_ATTN_FD_RING, typename... Params>
+inline size_t fd_prepare_shared(void (*kernel)(Params...)) {
+    constexpr size_t bytes = fd_ring_bytes<PREFETCH, W, RING>();
+    if (bytes > 0) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    return bytes;
+}
+
 // Positions covered by one warp step: 32 / (d_head / 8) per load, kFdUnroll loads.
 constexpr int fd_step_positions(int d_head) { return 32 / (d_head / 8) * kFdUnroll; }
 
@@ -320,7 +346,9 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
 // HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS tokens: latency-bound launches gain, full ones lose blocks per
 // SM). The variant for full launches (no prefetch, group <= 4) asks for HP_CUDA_ATTN_FD_MIN_BLOCKS
 // blocks per SM (at 4: 128 registers, no spills at d_head 64); the others would spill under it.
-template <hp_dtype KV, int D, int G, bool PREFETCH, int W = kFdWarps, bool CLUSTER = false>
+// RING: knob attn_fd_ring (see fd_ring_bytes), a template argument so that test_cuda_attention runs
+// both load schedules whatever the build's knobs.
+template <hp_dtype KV, int D, int G, bool PREFETCH, int W = kFdWarps, bool CLUSTER = false, int RING = HP_CUDA_ATTN_FD_RING>
 __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                                                         const int32_t *token_seq, const int32_t *block_tables,
                                                                         const void *k_cache, const void *v_cache, float *partial,
@@ -382,6 +410,24 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
             v_raw[u] = load_kv(v_base + row);
         }
     };
+    // Knob attn_fd_ring (the variant without PREFETCH): this thread's 2 * kFdUnroll chunks of a step
+    // go by cp.async to stage i of its warp's ring, ring[((warp * RING + i) * 2 * kFdUnroll + j) * 32 +
+    // lane] (K then V), RING - 1 steps ahead of the one it multiplies; it reads back only its own copies.
+    constexpr bool kRing = !PREFETCH && RING >= 2;
+    static_assert(fd_ring_bytes<PREFETCH, W, RING>() + sizeof(FdShared<D, G, W>) <= 232448, "attn_fd_ring: the ring and the block's state exceed 227 KB");
+    extern __shared__ uint4 fd_ring[];
+    int ring_next = step_begin + warp, ring_stage = 0;
+    auto copy_step = [&](int step, int stage) {
+        const int first = step * kStep;
+        uint4 *at = fd_ring + size_t(warp * RING + stage) * 2 * kFdUnroll * 32 + lane;
+#pragma unroll
+        for (int u = 0; u < kFdUnroll; ++u) {
+            const int64_t row = step_in_block ? paged_row(p, table, first) * row_width + lane_row[u]
+                                              : paged_row(p, table, min(first + u * kRowsPerLoad + sub, length - 1)) * row_width;
+            fd_cp_async16(at + u * 32, k_base + row);
+            fd_cp_async16(at + (kFdUnroll + u) * 32, v_base + row);
+        }
+    };
     // Early KV (knob attn_fd_early_kv): a token alone in its sequence has only its newest row
     // written in this step (before this kernel), so the warp's first step, if wholly older, is
     // loaded before the wait and streams while the q/k/v projection finishes. PREFETCH variant only:
@@ -399,6 +445,14 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
         for (int e = 0; e < 8; ++e) q_r[h][e] = h < group ? q[(int64_t(t) * p.n_head + head0 + h) * D + chunk * 8 + e] * p.scale_log2 : 0.0f;
     }
     if (PREFETCH && !early && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
+    if constexpr (kRing) {  // the first RING - 1 steps, one commit group each (empty past the split)
+#pragma unroll
+        for (int i = 0; i < RING - 1; ++i) {
+            if (ring_next < step_end) copy_step(ring_next, i);
+            hp_cuda_gemv::cp_async_commit();
+            ring_next += W;
+        }
+    }
     for (int step = step_begin + warp; step < step_end; step += W) {
         uint4 k_raw[kFdUnroll], v_raw[kFdUnroll];
         bool valid[kFdUnroll];
@@ -411,6 +465,19 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
                 v_raw[u] = v_next[u];
             }
             if (step + W < step_end) load_step(step + W, k_next, v_next);
+        } else if constexpr (kRing) {
+            hp_cuda_gemv::cp_async_wait<RING - 2>();  // this thread's copies of this step have landed
+            const uint4 *at = fd_ring + size_t(warp * RING + ring_stage) * 2 * kFdUnroll * 32 + lane;
+#pragma unroll
+            for (int u = 0; u < kFdUnroll; ++u) {
+                k_raw[u] = at[u * 32];
+                v_raw[u] = at[(kFdUnroll + u) * 32];
+            }
+            // Refill the stage read in the previous iteration (its values are used by now).
+            if (ring_next < step_end) copy_step(ring_next, (ring_stage + RING - 1) % RING);
+            hp_cuda_gemv::cp_async_commit();
+            ring_next += W;
+            ring_stage = ring_stage + 1 == RING ? 0 : ring_stage + 1;
         } else {
             load_step(step, k_raw, v_raw);
         }
@@ -465,6 +532,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
             }
         }
     }
+    if constexpr (kRing) hp_cuda_gemv::cp_async_wait<0>();  // only empty groups are left
     fd_trace(p, 2);
     // Only now may the o_proj GEMV after it launch: its blocks ask for all their weights before their
     // own wait, and launched at this kernel's start they queued this block's K/V loads behind those in
@@ -496,16 +564,17 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
 // Whether `kernel` can run clusters of n_split blocks of `warps` warps on this device (above 8 a
 // non-portable size, which a device or partition may refuse); asked once per (kernel, size, device).
 template <typename... Params>
-bool fd_cluster_schedulable(void (*kernel)(Params...), int n_split, int warps) {
-    static thread_local std::map<std::tuple<const void *, int, int>, bool> known;
+bool fd_cluster_schedulable(void (*kernel)(Params...), int n_split, int warps, size_t shared_bytes) {
+    static thread_local std::map<std::tuple<const void *, int, int, size_t>, bool> known;
     int device = 0;
     cudaGetDevice(&device);
-    const auto key = std::make_tuple(reinterpret_cast<const void *>(kernel), n_split, device);
+    const auto key = std::make_tuple(reinterpret_cast<const void *>(kernel), n_split, device, shared_bytes);
     if (const auto it = known.find(key); it != known.end()) return it->second;
     if (n_split > 8) cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(unsigned(n_split), 1, 1);
     config.blockDim = dim3(unsigned(warps * 32));
+    config.dynamicSmemBytes = shared_bytes;
     cudaLaunchAttribute cluster;
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim.x = unsigned(n_split);
@@ -522,14 +591,14 @@ bool fd_cluster_schedulable(void (*kernel)(Params...), int n_split, int warps) {
 // with CLUSTER (split, kv head, token) in clusters of the n_split splits, where the device can
 // schedule them (else nothing is launched and it returns false).
 template <bool CLUSTER, typename... Params, typename... Args>
-bool launch_decode_attention_kernel(void (*kernel)(Params...), int n_head_kv, int n_token, int n_split, int warps, cudaStream_t stream,
-                                    Args &&...args) {
+bool launch_decode_attention_kernel(void (*kernel)(Params...), int n_head_kv, int n_token, int n_split, int warps, size_t shared_bytes,
+                                    cudaStream_t stream, Args &&...args) {
     if constexpr (CLUSTER) {
-        if (n_split < 2 || n_split > kFdMaxCluster || !fd_cluster_schedulable(kernel, n_split, warps)) return false;
-        hp_cuda_gemv::launch_pdl_clustered(kernel, dim3(n_split, n_head_kv, n_token), dim3(warps * 32), 0, unsigned(n_split), stream,
+        if (n_split < 2 || n_split > kFdMaxCluster || !fd_cluster_schedulable(kernel, n_split, warps, shared_bytes)) return false;
+        hp_cuda_gemv::launch_pdl_clustered(kernel, dim3(n_split, n_head_kv, n_token), dim3(warps * 32), shared_bytes, unsigned(n_split), stream,
                                            std::forward<Args>(args)...);
     } else {
-        hp_cuda_gemv::launch_pdl(kernel, dim3(n_head_kv, n_token, n_split), dim3(warps * 32), 0, stream, std::forward<Args>(args)...);
+        hp_cuda_gemv::launch_pdl(kernel, dim3(n_head_kv, n_token, n_split), dim3(warps * 32), shared_bytes, stream, std::forward<Args>(args)...);
     }
     return true;
 }

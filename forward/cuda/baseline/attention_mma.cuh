@@ -19,6 +19,16 @@
 // - O: P's A fragment is that accumulator re-packed (k-slot = position), so the thread loads V rows
 //   2c, 2c + 1, 8 + 2c, 9 + 2c at chunks r, r + 8, ...; byte permutes pair two rows' elements into
 //   a B register, and output column n of n8 tile 8 k + e is d = 8 (n + 8 k) + e.
+//
+// Loads: the PREFETCH variant (small steps) holds the next step's chunks in registers; the other,
+// held to 128 registers, loads a step and then multiplies it, so each warp has one step (4 KB at
+// d_head 64) in flight: a warp of a batch-32 step walks its 8 steps as 8 dependent DRAM round trips.
+// With knob attn_mma_ring (d_head 64; attn_mma_ring_128 for 128) at R >= 2 that variant copies the
+// same chunks with cp.async into a ring of R steps per warp in shared memory instead, R - 1 steps
+// ahead of the one it multiplies; each thread reads back only the chunks it copied itself, so no
+// barrier is needed, and a stage is refilled one iteration after it was read (its values have been
+// used by then). Knob attn_mma_ring_early also issues the ring's first steps before
+// griddepcontrol.wait where the token is alone in its sequence and those steps predate it.
 #pragma once
 
 #include "attention.cuh"
@@ -26,6 +36,19 @@
 namespace hp_cuda_baseline {
 
 constexpr int kMmaStep = 16;  // positions per warp step of decode_attention_mma_kernel
+
+// 16-byte K/V chunks a thread loads per warp step: 2 K rows x D / 32, 4 V rows x D / 64.
+template <int D>
+__host__ __device__ constexpr int mma_chunks() { return 2 * (D / 32) + 4 * (D / 64); }
+// Steps of the shared-memory ring of the variant without PREFETCH (knobs attn_mma_ring,
+// attn_mma_ring_128); below 2: register loads.
+template <int D>
+__host__ __device__ constexpr int mma_ring() { return D == 128 ? HP_CUDA_ATTN_MMA_RING_128 : HP_CUDA_ATTN_MMA_RING; }
+// Dynamic shared memory of a launch of decode_attention_mma_kernel<.., D, .., PREFETCH, RING>.
+template <int D, bool PREFETCH, int RING = mma_ring<D>()>
+__host__ __device__ constexpr size_t mma_shared_bytes() {
+    return !PREFETCH && RING >= 2 ? size_t(RING) * kFdWarps * 32 * mma_chunks<D>() * 16 : 0;
+}
 
 template <hp_dtype KV>
 __device__ inline float round16(float x) {
@@ -76,7 +99,9 @@ __device__ inline uint32_t word_of(const uint4 &v, int i) {
 }
 
 // Arguments and outputs as decode_attention_kernel's; PREFETCH and the blocks-per-SM bound too.
-template <hp_dtype KV, int D, int G, bool PREFETCH>
+// RING, RING_EARLY: knobs attn_mma_ring(_128) and attn_mma_ring_early (template arguments so that
+// test_cuda_attention runs every form whatever the build's knobs).
+template <hp_dtype KV, int D, int G, bool PREFETCH, int RING = mma_ring<D>(), bool RING_EARLY = HP_CUDA_ATTN_MMA_RING_EARLY>
 __global__ void __launch_bounds__(kFdWarps * 32,
                                   PREFETCH || G > 4 || D > 64 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS)
     decode_attention_mma_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
@@ -127,11 +152,53 @@ __global__ void __launch_bounds__(kFdWarps * 32,
 #pragma unroll
             for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = load_kv(v_base + row(v_row[j]) + 8 * (r + 8 * k));
     };
+    // The ring (see the top): stage i of this warp holds this thread's kChunks chunks at
+    // ring[((warp * R + i) * kChunks + chunk) * 32 + lane] (K chunks first, then V, in load_step's order).
+    constexpr int R = RING, kChunks = mma_chunks<D>();
+    constexpr bool kRing = !PREFETCH && R >= 2;
+    static_assert(mma_shared_bytes<D, PREFETCH, RING>() + sizeof(FdShared<D, G>) <= 232448, "attn_mma_ring: the ring and the block's state exceed 227 KB");
+    extern __shared__ uint4 ring[];
+    auto copy_step = [&](int step, int stage) {
+        const int first = step * kMmaStep;
+        const int64_t step_row = step_in_block ? paged_row(p, table, first) * row_width : 0;
+        auto row = [&](int i) {
+            return step_in_block ? step_row + i * row_width : paged_row(p, table, min(first + i, length - 1)) * row_width;
+        };
+        uint4 *at = ring + size_t(warp * R + stage) * kChunks * 32 + lane;
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int k = 0; k < kKChunks; ++k) fd_cp_async16(at + (j * kKChunks + k) * 32, k_base + row(k_row[j]) + 8 * (c + 4 * k));
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int k = 0; k < kVChunks; ++k) fd_cp_async16(at + (2 * kKChunks + j * kVChunks + k) * 32, v_base + row(v_row[j]) + 8 * (r + 8 * k));
+    };
+    // The first R - 1 steps, one commit group each (empty past the split): before the wait with
+    // attn_mma_ring_early where the token is alone and the last of them predates its position.
+    int ring_next = step_begin + warp;  // the next step to copy
+    auto ring_prologue = [&] {
+#pragma unroll
+        for (int i = 0; i < R - 1; ++i) {
+            if (ring_next < step_end) copy_step(ring_next, i);
+            hp_cuda_gemv::cp_async_commit();
+            ring_next += kFdWarps;
+        }
+    };
+    const bool ring_early = kRing && RING_EARLY && alone &&
+                            (min(step_begin + warp + (R - 2) * kFdWarps, step_end - 1) + 1) * kMmaStep < length;
+    if constexpr (kRing) {
+        if (ring_early) ring_prologue();
+    }
     uint4 k_next[2][kKChunks], v_next[4][kVChunks];
     const bool early = fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kMmaStep, length);
     if (early) load_step(step_begin + warp, k_next, v_next);
     hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
     if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
+    if constexpr (kRing) {
+        if (!ring_early) ring_prologue();
+    }
+    int ring_stage = 0;  // the stage holding the step being multiplied
 
     // q of head r, pre-scaled, as A fragments of the d_head / 16 k-chunks (hi row r, lo row r + 8).
     uint32_t q_a[D / 16][4];
@@ -173,6 +240,24 @@ __global__ void __launch_bounds__(kFdWarps * 32,
                 for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = v_next[j][k];
             }
             if (step + kFdWarps < step_end) load_step(step + kFdWarps, k_next, v_next);
+        } else if constexpr (kRing) {
+            hp_cuda_gemv::cp_async_wait<R - 2>();  // this thread's copies of this step have landed
+            const uint4 *at = ring + size_t(warp * R + ring_stage) * kChunks * 32 + lane;
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+#pragma unroll
+                for (int k = 0; k < kKChunks; ++k) k_raw[j][k] = at[(j * kKChunks + k) * 32];
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = at[(2 * kKChunks + j * kVChunks + k) * 32];
+            }
+            // Refill the stage read in the previous iteration (its values are used by now).
+            if (ring_next < step_end) copy_step(ring_next, (ring_stage + R - 1) % R);
+            hp_cuda_gemv::cp_async_commit();
+            ring_next += kFdWarps;
+            ring_stage = ring_stage + 1 == R ? 0 : ring_stage + 1;
         } else {
             load_step(step, k_raw, v_raw);
         }
@@ -241,6 +326,7 @@ __global__ void __launch_bounds__(kFdWarps * 32,
             }
         }
     }
+    if constexpr (kRing) hp_cuda_gemv::cp_async_wait<0>();  // only empty groups are left; none outlives the block
     hp_cuda_gemv::launch_dependents();
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
@@ -260,6 +346,19 @@ __global__ void __launch_bounds__(kFdWarps * 32,
         }
     }
     fd_block_finish<D, G>(p, t, g, split, sh, partial, counters, out);
+}
+
+// The dynamic shared memory a launch of decode_attention_mma_kernel<KV, D, G, PREFETCH> takes
+// (its ring), with the kernel allowed that much beside its static shared memory (above 48 KB together
+// a launch fails without the attribute); host code, before the launch.
+template <hp_dtype KV, int D, int G, bool PREFETCH, int RING = mma_ring<D>(), bool RING_EARLY = HP_CUDA_ATTN_MMA_RING_EARLY>
+inline size_t mma_prepare_shared() {
+    constexpr size_t bytes = mma_shared_bytes<D, PREFETCH, RING>();
+    if (bytes > 0) {
+        cudaFuncSetAttribute(decode_attention_mma_kernel<KV, D, G, PREFETCH, RING, RING_EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(bytes));
+    }
+    return bytes;
 }
 
 }  // namespace hp_cuda_baseline

@@ -215,6 +215,13 @@ bool use_gemv(const BaselineState &state, int n_row) {
     return n_row <= limit;
 }
 
+// Knob skinny_qkv_max_tokens: a step above the decode kernels' limit (cuBLAS for its projections)
+// whose q/k/v still run as one skinny-GEMM launch (its input the norm kernel's output).
+// Models with routed experts too (they leave the decode kernels above gemv_max_tokens_moe).
+bool qkv_on_skinny(const BaselineState &state, int n_row) {
+    return !use_gemv(state, n_row) && n_row <= HP_CUDA_SKINNY_QKV_MAX_TOKENS;
+}
+
 hp_cuda_gemv::Segment gemv_segment(const Matrix &w, void *y, const hp_tensor *bias = nullptr) {
     hp_cuda_gemv::Segment segment;
     segment.w = w.w;
@@ -234,11 +241,14 @@ struct FoldedNorm {
     const int32_t *rows = nullptr;  // device, optional
 };
 
-void set_input(const BaselineState &state, hp_cuda_gemv::Params &p, const __nv_bfloat16 *x, const FoldedNorm *norm) {
+// The launches knob skinny_moe_parts can put on the skinny GEMM in models with routed experts.
+enum SkinnyPart : int { kPartOther = 0, kPartQkv = 1, kPartOProj = 2, kPartLmHead = 4 };
+
+void set_input(const BaselineState &state, hp_cuda_gemv::Params &p, const __nv_bfloat16 *x, const FoldedNorm *norm, SkinnyPart part = kPartOther) {
     p.x = x;
     // Models with routed experts keep the GEMV unless knob skinny_moe (qwen3-30b-a3b batch 8: 12.72 ms
-    // a step with the skinny GEMM against 10.07 without; knobs.json).
-    p.skinny = HP_CUDA_SKINNY_MOE || state.model->config.n_expert == 0;
+    // a step with the skinny GEMM against 10.07 without; knobs.json), or skinny_moe_parts names the launch.
+    p.skinny = HP_CUDA_SKINNY_MOE || state.model->config.n_expert == 0 || (HP_CUDA_SKINNY_MOE_PARTS & part) != 0;
     if (!norm) return;
     const hp_config &c = state.model->config;
     p.x_rows = norm->rows;
@@ -262,7 +272,7 @@ void rms_norm(BaselineState &state, const hp_tensor &weight, const int32_t *rows
 // `prefetch_front`: with an L2 prefetch plan, the end of w's bytes in the weight stream.
 bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, float *y, int n_row, bool accumulate,
              const hp_tensor *bias = nullptr, const FoldedNorm *norm = nullptr, const hp_tensor *norm_out = nullptr,
-             uint64_t prefetch_front = 0) {
+             uint64_t prefetch_front = 0, SkinnyPart part = kPartOther) {
     if (n_row == 0) return true;
     if (!use_gemv(state, n_row)) {
         const bool ok = gemm(state, w, x, y, n_row, accumulate ? 1.0f : 0.0f);
@@ -270,7 +280,7 @@ bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, floa
         return ok;
     }
     hp_cuda_gemv::Params p;
-    set_input(state, p, x, norm);
+    set_input(state, p, x, norm, part);
     p.n_in = w.n_in;
     p.n_token = n_row;
     p.n_segment = 1;
@@ -645,9 +655,9 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     if (state.attn_trace) p.trace = state.attn_trace + size_t(layer) * kFdTraceBlocks * kFdTracePoints;
     // Launches `kernel` in blocks of n_warps warps, with `cluster` (std::true_type) as clusters of the
     // splits: false where the device cannot schedule those (nothing launched).
-    auto launch = [&](auto cluster, auto kernel, int n_warps) {
+    auto launch = [&](auto cluster, auto kernel, int n_warps, size_t shared_bytes = 0) {
         return launch_decode_attention_kernel<decltype(cluster)::value>(
-            kernel, c.n_head_kv, batch.n_token, p.n_split, n_warps, state.stream, p, static_cast<const float *>(state.act.q), batch.positions,
+            kernel, c.n_head_kv, batch.n_token, p.n_split, n_warps, shared_bytes, state.stream, p, static_cast<const float *>(state.act.q), batch.positions,
             static_cast<const int32_t *>(state.act.token_seq), batch.block_tables, static_cast<const void *>(kv.k[layer]),
             static_cast<const void *>(kv.v[layer]), state.partial, state.attn_counters, state.act.attn);
     };
@@ -657,8 +667,11 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
             const bool prefetch = batch.n_token <= HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS;
             if constexpr (HP_CUDA_ATTN_KERNEL == 2 && D >= 64) {
                 if (mma) {
-                    if (group <= 4) launch(std::false_type{}, prefetch ? decode_attention_mma_kernel<KV, D, 4, true> : decode_attention_mma_kernel<KV, D, 4, false>, kFdWarps);
-                    else launch(std::false_type{}, prefetch ? decode_attention_mma_kernel<KV, D, kMaxGroup, true> : decode_attention_mma_kernel<KV, D, kMaxGroup, false>, kFdWarps);
+                    // The variant without PREFETCH may hold a shared-memory ring (knob attn_mma_ring).
+                    if (group <= 4 && prefetch) launch(std::false_type{}, decode_attention_mma_kernel<KV, D, 4, true>, kFdWarps);
+                    else if (group <= 4) launch(std::false_type{}, decode_attention_mma_kernel<KV, D, 4, false>, kFdWarps, mma_prepare_shared<KV, D, 4, false>());
+                    else if (prefetch) launch(std::false_type{}, decode_attention_mma_kernel<KV, D, kMaxGroup, true>, kFdWarps);
+                    else launch(std::false_type{}, decode_attention_mma_kernel<KV, D, kMaxGroup, false>, kFdWarps, mma_prepare_shared<KV, D, kMaxGroup, false>());
                     return;
                 }
             }
@@ -666,8 +679,10 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                 constexpr int W = decltype(n_warps)::value;
                 auto for_cluster = [&](auto cluster) {
                     constexpr bool C = decltype(cluster)::value;
-                    if (group <= 4) return launch(cluster, prefetch ? decode_attention_kernel<KV, D, 4, true, W, C> : decode_attention_kernel<KV, D, 4, false, W, C>, W);
-                    return launch(cluster, prefetch ? decode_attention_kernel<KV, D, kMaxGroup, true, W, C> : decode_attention_kernel<KV, D, kMaxGroup, false, W, C>, W);
+                    // The variant without PREFETCH may hold a shared-memory ring (knob attn_fd_ring).
+                    auto ringed = [&](auto kernel) { return launch(cluster, kernel, W, fd_prepare_shared<false, W>(kernel)); };
+                    if (group <= 4) return prefetch ? launch(cluster, decode_attention_kernel<KV, D, 4, true, W, C>, W) : ringed(decode_attention_kernel<KV, D, 4, false, W, C>);
+                    return prefetch ? launch(cluster, decode_attention_kernel<KV, D, kMaxGroup, true, W, C>, W) : ringed(decode_attention_kernel<KV, D, kMaxGroup, false, W, C>);
                 };
                 // attn_fd_cluster: a small step's splits as one cluster where the device schedules
                 // such clusters (kernels compiled only with the knob on), else the last-block reduction.
@@ -924,12 +939,13 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         const FoldedNorm *attn_norm = folded ? &folded_norm : nullptr;
         if (!folded && !normed) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
         bool head_done = false;  // the q/k/v launch did the head kernel's work
-        if (HP_CUDA_GEMV_FUSE && use_gemv(state, n_token) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
+        if (HP_CUDA_GEMV_FUSE && (use_gemv(state, n_token) || qkv_on_skinny(state, n_token)) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
             // q, k and v read the same input: one launch. Their biases, norms, RoPE and the KV write
             // are the head kernel's, or this launch's epilogue where the skinny GEMM takes it
             // (knob skinny_head).
             hp_cuda_gemv::Params p;
-            set_input(state, p, a.h, attn_norm);
+            set_input(state, p, a.h, attn_norm, kPartQkv);
+            if (qkv_on_skinny(state, n_token)) p.skinny = true;  // above the decode kernels' limit: this launch only
             p.n_in = m.wq.n_in;
             p.n_token = n_token;
             p.n_segment = 3;
@@ -952,7 +968,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         // o_proj folds the FFN norm when gate/up (or the router and the grouped experts) are GEMVs.
         const bool grouped = w.is_moe && grouped_moe(c);
         folded = fold && (!w.is_moe || grouped);
-        ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr, m.o_end);
+        ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr, m.o_end, kPartOProj);
         if (!folded) rms_norm(state, w.ffn_norm, nullptr, n_token, a.h);
         if (w.is_moe) {
             const hp_tensor *next_norm = layer + 1 < c.n_layer ? &model.layers[layer + 1].attn_norm
@@ -975,11 +991,11 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         const FoldedNorm logit_norm{batch->logit_rows};
         if (folded) {  // a.h holds every token's row: the lm_head reads the logit rows of it
             ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false, nullptr, &logit_norm, nullptr,
-                               state.weight_stream.size());
+                               state.weight_stream.size(), kPartLmHead);
         } else {
             rms_norm(state, model.output_norm, batch->logit_rows, batch->n_logit_row, a.h);
             ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false, nullptr, nullptr, nullptr,
-                               state.weight_stream.size());
+                               state.weight_stream.size(), kPartLmHead);
         }
     }
     if (const cudaError_t code = cudaGetLastError(); code != cudaSuccess) {

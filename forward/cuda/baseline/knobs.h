@@ -47,6 +47,18 @@
 #ifndef HP_CUDA_ATTN_FD_TARGET_BLOCKS
 #define HP_CUDA_ATTN_FD_TARGET_BLOCKS 512
 #endif
+#ifndef HP_CUDA_ATTN_MMA_RING
+#define HP_CUDA_ATTN_MMA_RING 0
+#endif
+#ifndef HP_CUDA_ATTN_FD_RING
+#define HP_CUDA_ATTN_FD_RING 0
+#endif
+#ifndef HP_CUDA_ATTN_MMA_RING_128
+#define HP_CUDA_ATTN_MMA_RING_128 0
+#endif
+#ifndef HP_CUDA_ATTN_MMA_RING_EARLY
+#define HP_CUDA_ATTN_MMA_RING_EARLY 0
+#endif
 #ifndef HP_CUDA_ATTN_FD_MIN_STEPS
 #define HP_CUDA_ATTN_FD_MIN_STEPS 1
 #endif
@@ -247,6 +259,12 @@
 #ifndef HP_CUDA_SKINNY_MOE
 #define HP_CUDA_SKINNY_MOE 0
 #endif
+#ifndef HP_CUDA_SKINNY_MOE_PARTS
+#define HP_CUDA_SKINNY_MOE_PARTS 0
+#endif
+#ifndef HP_CUDA_SKINNY_QKV_MAX_TOKENS
+#define HP_CUDA_SKINNY_QKV_MAX_TOKENS 0
+#endif
 #ifndef HP_CUDA_SKINNY_HEAD
 #define HP_CUDA_SKINNY_HEAD 1
 #endif
@@ -283,6 +301,11 @@ static_assert(HP_CUDA_ATTN_MMA_MIN_TOKENS_WIDE >= 1, "attn_mma_min_tokens_wide: 
 static_assert(HP_CUDA_ATTN_FD_WARPS >= 1 && HP_CUDA_ATTN_FD_WARPS <= 16, "attn_fd_warps: 1..16");
 static_assert(HP_CUDA_ATTN_FD_UNROLL >= 1 && HP_CUDA_ATTN_FD_UNROLL <= 8, "attn_fd_unroll: 1..8");
 static_assert(HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS >= 0, "attn_fd_prefetch_max_tokens: 0 (never) or more");
+static_assert((HP_CUDA_ATTN_MMA_RING == 0 || (HP_CUDA_ATTN_MMA_RING >= 2 && HP_CUDA_ATTN_MMA_RING <= 4)) &&
+                  (HP_CUDA_ATTN_MMA_RING_128 == 0 || (HP_CUDA_ATTN_MMA_RING_128 >= 2 && HP_CUDA_ATTN_MMA_RING_128 <= 3)),
+              "attn_mma_ring: 0 or 2..4; attn_mma_ring_128: 0 or 2..3");
+static_assert(HP_CUDA_ATTN_FD_RING == 0 || (HP_CUDA_ATTN_FD_RING >= 2 && HP_CUDA_ATTN_FD_RING <= 4), "attn_fd_ring: 0 or 2..4");
+static_assert(HP_CUDA_ATTN_MMA_RING_EARLY == 0 || HP_CUDA_ATTN_MMA_RING_EARLY == 1, "attn_mma_ring_early: 0 or 1");
 static_assert(HP_CUDA_ATTN_FD_MIN_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_BLOCKS <= 16, "attn_fd_min_blocks: 1..16");
 static_assert(HP_CUDA_ATTN_FD_TARGET_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_STEPS >= 1, "attn_fd_target_blocks, attn_fd_min_steps: positive");
 static_assert(HP_CUDA_MOE_ROWS_PER_BLOCK >= 1 && HP_CUDA_MOE_ROWS_PER_BLOCK <= 32, "moe_rows_per_block: 1..32");
@@ -364,6 +387,8 @@ static_assert((HP_CUDA_SKINNY_WGMMA_STAGES_8 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGE
                   (HP_CUDA_SKINNY_WGMMA_STAGES_64 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_64 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_64 <= 8)),
               "skinny_wgmma_stages_*: 0 (two blocks per SM) or 2..8");
 static_assert(HP_CUDA_SKINNY_MOE == 0 || HP_CUDA_SKINNY_MOE == 1, "skinny_moe: 0 or 1");
+static_assert(HP_CUDA_SKINNY_QKV_MAX_TOKENS >= 0 && HP_CUDA_SKINNY_QKV_MAX_TOKENS <= 64, "skinny_qkv_max_tokens: 0..64 (the skinny GEMM's most tokens)");
+static_assert(HP_CUDA_SKINNY_MOE_PARTS >= 0 && HP_CUDA_SKINNY_MOE_PARTS <= 7, "skinny_moe_parts: a mask of 1 (q/k/v), 2 (o_proj), 4 (lm_head)");
 static_assert(HP_CUDA_ATTN_FD_CLUSTER == 0 || HP_CUDA_ATTN_FD_CLUSTER == 8 || HP_CUDA_ATTN_FD_CLUSTER == 16,
               "attn_fd_cluster: 0, 8 or 16");
 static_assert(HP_CUDA_ATTN_FD_EARLY_KV == 0 || HP_CUDA_ATTN_FD_EARLY_KV == 1, "attn_fd_early_kv: 0 or 1");
