@@ -4,12 +4,26 @@
 #include <xxhash.h>
 
 #include <cmath>
+#include <new>
 
 namespace hp {
 
 uint64_t hash64(const void *data, size_t size, uint64_t seed) {
     return XXH3_64bits_withSeed(data, size, seed);
 }
+
+Hasher64::Hasher64(uint64_t seed) : state_(XXH3_createState()) {
+    if (!state_) throw std::bad_alloc();
+    XXH3_64bits_reset_withSeed(static_cast<XXH3_state_t *>(state_), seed);
+}
+
+Hasher64::~Hasher64() { XXH3_freeState(static_cast<XXH3_state_t *>(state_)); }
+
+void Hasher64::add(const void *data, size_t size) {
+    if (size) XXH3_64bits_update(static_cast<XXH3_state_t *>(state_), data, size);
+}
+
+uint64_t Hasher64::digest() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t *>(state_)); }
 
 std::string hash_hex(std::string_view text) {
     const XXH128_hash_t digest = XXH3_128bits(text.data(), text.size());

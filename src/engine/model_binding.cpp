@@ -144,8 +144,8 @@ Result<std::unique_ptr<ModelBinding>> ModelBinding::create(const model::Model &m
 }
 
 uint64_t ModelBinding::fingerprint() const {
-    std::string bytes;
-    auto add = [&](const void *data, size_t n) { bytes.append(static_cast<const char *>(data), n); };
+    Hasher64 hasher;  // the pieces hashed in place (qwen3-30b-a3b's description is ~2 MB)
+    auto add = [&](const void *data, size_t n) { hasher.add(data, n); };
     add(&view_, sizeof view_);
     add(layers_.data(), layers_.size() * sizeof(hp_layer));
     add(tensors_.data(), tensors_.size() * sizeof(hp_tensor));
@@ -156,7 +156,7 @@ uint64_t ModelBinding::fingerprint() const {
         if (kv_k_) add(kv_k_, n_layer * sizeof(void *));
         if (kv_v_) add(kv_v_, n_layer * sizeof(void *));
     }
-    return hash64(bytes.data(), bytes.size());
+    return hasher.digest();
 }
 
 }  // namespace hp::engine

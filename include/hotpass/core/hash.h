@@ -13,6 +13,21 @@ inline uint64_t hash64(std::string_view text, uint64_t seed = 0) {
 }
 std::string hash_hex(std::string_view text);  // 32 hex digits of xxh128
 
+// hash64 of the concatenation of the pieces given to add(), without building it (xxHash3's streaming
+// state: the same digest as the one-shot hash of the same bytes).
+class Hasher64 {
+public:
+    explicit Hasher64(uint64_t seed = 0);
+    ~Hasher64();
+    Hasher64(const Hasher64 &) = delete;
+    Hasher64 &operator=(const Hasher64 &) = delete;
+    void add(const void *data, size_t size);
+    uint64_t digest() const;
+
+private:
+    void *state_;  // XXH3_state_t
+};
+
 // splitmix64: a counter-based generator; value i of a stream depends only on (key, i), so a
 // tensor can be generated in parallel, in any order, or on another device, bit for bit.
 inline uint64_t splitmix64(uint64_t x) {
