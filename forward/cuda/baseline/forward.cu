@@ -928,6 +928,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
     // RMSNorm folded into the GEMVs (gemv.cuh): `folded` says a.h and a.sum_sq already hold the next
     // norm's operand and partial sums (written by the last residual GEMV).
     const bool fold = HP_CUDA_GEMV_NORM && use_gemv(state, n_token);
+    const bool qkv_skinny = qkv_on_skinny(state, n_token);  // knob skinny_qkv_max_tokens
     state.prefetch_step = state.weight_stream.size() > 0 && use_gemv(state, n_token);
     state.weight_stream.restart();
     const FoldedNorm folded_norm;
@@ -939,13 +940,13 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         const FoldedNorm *attn_norm = folded ? &folded_norm : nullptr;
         if (!folded && !normed) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
         bool head_done = false;  // the q/k/v launch did the head kernel's work
-        if (HP_CUDA_GEMV_FUSE && (use_gemv(state, n_token) || qkv_on_skinny(state, n_token)) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
+        if (HP_CUDA_GEMV_FUSE && (use_gemv(state, n_token) || qkv_skinny) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
             // q, k and v read the same input: one launch. Their biases, norms, RoPE and the KV write
             // are the head kernel's, or this launch's epilogue where the skinny GEMM takes it
             // (knob skinny_head).
             hp_cuda_gemv::Params p;
             set_input(state, p, a.h, attn_norm, kPartQkv);
-            if (qkv_on_skinny(state, n_token)) p.skinny = true;  // above the decode kernels' limit: this launch only
+            if (qkv_skinny) p.skinny = true;  // above the decode kernels' limit: this launch only
             p.n_in = m.wq.n_in;
             p.n_token = n_token;
             p.n_segment = 3;
