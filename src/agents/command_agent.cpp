@@ -155,8 +155,8 @@ Status CommandAgent::write_task(const AgentContext &context) const {
         "Submit a candidate with `hotpass submit DIR` (e.g. `hotpass submit src`): it blocks until the\n"
         "campaign has built, verified and timed it, prints the verdict and exits 0 faster, 1 not_faster,\n"
         "2 refused, 3 build failed, 4 rejected, 5 infrastructure. Submit as often as you like; this turn\n"
-        "ends after {:.0f} s of wall time (waiting for verdicts included), and the whole process group is\n"
-        "then killed.\n\n",
+        "ends after {:.0f} s of wall time (waiting for verdicts included); then everything it started is\n"
+        "killed, background and setsid'd processes included (they are also killed when your command exits).\n\n",
         name_, turn_, config_.max_turns, config_.turn_seconds);
     task += task_rules(config_.device) + "\n" + verdict_guide() + "\n" + results_text(context) + "\n" + notes_text(context);
     return write_file_atomic(workspace_ / "TASK.md", task);
@@ -263,7 +263,8 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
     const std::string cwd = workspace_.string(), log_path = log.string();
 
     const double start = now_seconds();
-    const pid_t pid = fork();
+    ReaperFork held;
+    const pid_t pid = fork_reaper(held);
     if (pid < 0) return {std::nullopt, fmt::format("cannot fork: {}", std::strerror(errno)), ++failures_ >= config_.max_failures};
     if (pid == 0) {
         setpgid(0, 0);
@@ -273,8 +274,7 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
         dup2(null, STDIN_FILENO);
         dup2(out, STDOUT_FILENO);
         dup2(out, STDERR_FILENO);
-        execve(argv[0], argv, envp.data());
-        _exit(127);
+        exec_reaped(held, argv[0], argv, envp.data());
     }
     setpgid(pid, pid);
     track_process_group(pid);  // killed if hotpass quits at once (a second Ctrl-C)
@@ -301,9 +301,9 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
         relay(context);
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    // The whole group goes: background children of a finished command, or everything on a timeout.
-    kill(-pid, SIGKILL);
-    if (!exited) waitpid(pid, &status, 0);
+    // Nothing the command started outlives the turn: its reaper has already ended what a finished
+    // command left behind (setsid'd daemons included), and ends everything on a timeout or a stop.
+    if (!exited) status = end_reaper(pid);
     untrack_process_group(pid);
     relay(context);  // submissions queued just before the end get refused or answered now
     for (const auto &[id, hash] : pending_) answer(id, 5, fmt::format("candidate: {}\nverdict: unknown\nreason: the turn ended before the verdict\n", hash));
@@ -328,8 +328,8 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
         }
     }
     std::string failure;
-    if (flooded) failure = fmt::format("flooded: its output passed {} MB; killed with its process group", kMaxTurnLogBytes >> 20);
-    else if (timed_out) failure = fmt::format("hung: killed with its process group after {:.0f} s", config_.turn_seconds);
+    if (flooded) failure = fmt::format("flooded: its output passed {} MB; killed with everything it started", kMaxTurnLogBytes >> 20);
+    else if (timed_out) failure = fmt::format("hung: killed with everything it started after {:.0f} s", config_.turn_seconds);
     else if (WIFSIGNALED(status) && !stopped) failure = fmt::format("crashed: killed by signal {}", WTERMSIG(status));
     else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && output.find("not found") != std::string::npos) failure = "crashed: command not found (exit 127)";
     else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) failure = fmt::format("crashed: exit status {}", WEXITSTATUS(status));

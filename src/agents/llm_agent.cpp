@@ -172,7 +172,8 @@ json LlmAgent::messages(const AgentContext &context) const {
     const size_t first = attempts_.size() > kAttemptsFedBack ? attempts_.size() - kAttemptsFedBack : 0;
     for (size_t i = first; i < attempts_.size(); ++i) {
         const Attempt &a = attempts_[i];
-        feedback += fmt::format("- turn {}: changed {} -> candidate `{}`: `{}`\n{}\n", a.turn, fmt::join(a.files, ", "), a.hash.substr(0, 12),
+        feedback += fmt::format("- turn {}: changed {}{} -> candidate `{}`: `{}`\n{}\n", a.turn, fmt::join(a.files, ", "),
+                                a.knobs.empty() ? "" : " (knobs " + knobs_text(a.knobs) + ")", a.hash.substr(0, 12),
                                 a.code.empty() ? "no verdict yet" : a.code, a.reason.empty() ? "" : "```\n" + a.reason.substr(0, 3000) + "\n```");
     }
     if (!last_problem_.empty()) feedback += fmt::format("- your previous reply could not be used: {}\n", last_problem_);
@@ -200,6 +201,11 @@ json LlmAgent::messages(const AgentContext &context) const {
         sources += fmt::format("```\n// file: {}\n{}{}```\n\n", file.string(), *text, text->empty() || text->back() == '\n' ? "" : "\n");
     }
     if (!omitted.empty()) sources += fmt::format("Not shown (prompt budget):{}\n\n", omitted);
+    if (!current_knobs_.empty()) {
+        sources += fmt::format("These sources are built with the knobs {}. They stay unless your candidate.json sets another value "
+                               "(its default value drops one).\n\n",
+                               knobs_text(current_knobs_));
+    }
     const std::string user = "## The sources of the forward pass\n\n" + sources + results +
                              "Propose one change that makes the forward pass faster on this traffic while staying correct.";
     return json::array({{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", user}}});
@@ -219,7 +225,10 @@ void LlmAgent::record_verdict(const ResultSummary &result) {
         if (attempt.hash != result.hash || !attempt.code.empty()) continue;
         attempt.code = result.code;
         attempt.reason = result.reason;
-        if (result.code == "faster" || result.code == "not_faster") current_ = workspace_ / fmt::format("turn-{}", attempt.turn);
+        if (result.code == "faster" || result.code == "not_faster") {
+            current_ = workspace_ / fmt::format("turn-{}", attempt.turn);
+            current_knobs_ = attempt.knobs;
+        }
     }
 }
 
@@ -332,7 +341,8 @@ ProposeOutcome LlmAgent::propose(const AgentContext &context) {
     fs::copy(current_, dir, fs::copy_options::recursive, code);
     if (code) return fail(fmt::format("cannot copy the sources to {}: {}", dir.string(), code.message()));
     fs::remove(dir / "candidate.json", code);
-    Attempt attempt{turn_, "", {}, "", ""};
+    Attempt attempt;
+    attempt.turn = turn_;
     for (const auto &[file, text] : files->files) {
         fs::create_directories((dir / file).parent_path(), code);
         if (Status written = write_file_atomic(dir / file, text); !written.ok()) return fail(written.error());
@@ -342,14 +352,18 @@ ProposeOutcome LlmAgent::propose(const AgentContext &context) {
     proposal.source_dir = dir;
     proposal.parent = context.incumbent;
     proposal.notes = fmt::format("{} turn {}: {}", name_, turn_, files->notes.substr(0, 500));
-    if (Status meta = read_candidate_json(dir, proposal); !meta.ok()) {  // the knobs the rules let it pass there
+    // The current sources' knobs carry over (they are not in the sources: a candidate.json is never
+    // copied forward); the reply's candidate.json sets values over them.
+    proposal.knobs = current_knobs_;
+    if (Status meta = read_candidate_json(dir, proposal); !meta.ok()) {
         last_problem_ = meta.error();
         return fail("garbage reply: " + meta.error());
     }
+    attempt.knobs = proposal.knobs;
     failures_ = 0;
     if (!context.submissions) {
         auto hash = store::hash_source_dir(dir);
-        attempt.hash = hash.ok() ? store::candidate_hash(*hash, {}) : "";
+        attempt.hash = hash.ok() ? store::candidate_hash(*hash, proposal.knobs) : "";
         attempts_.push_back(attempt);
         return {std::move(proposal), "", turn_ >= config_.max_turns};
     }

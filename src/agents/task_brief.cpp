@@ -2,14 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 
-#include "hotpass/core/json_text.h"
-#include "hotpass/core/mapped_file.h"
+#include "hotpass/tune/candidate.h"
 
 namespace hp::agents {
 
@@ -70,13 +66,15 @@ std::string verdict_guide() {
 )";
 }
 
+std::string knobs_text(const Knobs &knobs) {
+    std::string text;
+    for (const auto &[name, value] : knobs) text += (text.empty() ? "" : " ") + name + "=" + value;
+    return text;
+}
+
 std::string results_text(const AgentContext &context, size_t max_rows) {
     std::string text = fmt::format("## Latest results\n\nIncumbent: `{}`", context.incumbent.substr(0, 16));
-    if (!context.incumbent_knobs.empty()) {
-        std::vector<std::string> knobs;
-        for (const auto &[name, value] : context.incumbent_knobs) knobs.push_back(name + "=" + value);
-        text += fmt::format(" (knobs {})", fmt::join(knobs, " "));
-    }
+    if (!context.incumbent_knobs.empty()) text += fmt::format(" (knobs {})", knobs_text(context.incumbent_knobs));
     text += "\n\n";
     std::vector<const ResultSummary *> measured, failed;
     for (const ResultSummary &result : context.results) {
@@ -88,10 +86,8 @@ std::string results_text(const AgentContext &context, size_t max_rows) {
     else text += "| candidate | agent | tier | verdict | speedup vs the incumbent of its time | knobs |\n| --- | --- | --- | --- | --- | --- |\n";
     for (size_t i = 0; i < std::min(max_rows, measured.size()); ++i) {
         const ResultSummary &r = *measured[i];
-        std::vector<std::string> knobs;
-        for (const auto &[name, value] : r.knobs) knobs.push_back(name + "=" + value);
         text += fmt::format("| {} | {} | {} | {} | {:.3f}x{} | {} |\n", r.hash.substr(0, 12), r.agent, r.tier, r.code, r.speedup,
-                            r.significant ? " (significant)" : "", fmt::join(knobs, " "));
+                            r.significant ? " (significant)" : "", knobs_text(r.knobs));
     }
     if (!failed.empty()) {
         text += "\nLatest failures:\n\n";
@@ -122,24 +118,11 @@ std::string notes_text(const AgentContext &context, size_t max_notes) {
 Status read_candidate_json(const std::filesystem::path &dir, Proposal &proposal) {
     std::error_code code;
     if (!std::filesystem::exists(dir / "candidate.json", code)) return {};
-    auto text = read_text_file(dir / "candidate.json");
-    if (!text.ok()) return Error{text.error()};
-    const auto json = nlohmann::json::parse(*text, nullptr, false);
-    if (json.is_discarded() || !json.is_object()) return error("candidate.json is not a JSON object");
-    if (json.contains("notes") && json["notes"].is_string()) proposal.notes = json["notes"].get<std::string>();
-    if (json.contains("knobs") && json["knobs"].is_object()) {
-        for (auto knob = json["knobs"].begin(); knob != json["knobs"].end(); ++knob) {
-            const std::string &name = knob.key();
-            const bool identifier = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-                return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-            });
-            if (!identifier) return error("candidate.json: knob name '{}' must be an identifier", json_summary(nlohmann::json(name)));
-            if (knob->is_boolean()) proposal.knobs[name] = knob->get<bool>() ? "1" : "0";
-            else if (knob->is_string()) proposal.knobs[name] = knob->get<std::string>();
-            else if (knob->is_number()) proposal.knobs[name] = json_text(*knob);
-            else return error("candidate.json: knob '{}' must be a number, boolean or string, not {}", name, json_summary(*knob));
-        }
-    }
+    // The builder's reader, so an agent's candidate.json is held to the same rules as one built by hand.
+    auto candidate = tune::load_candidate(dir);
+    if (!candidate.ok()) return Error{candidate.error()};
+    if (!candidate->notes.empty()) proposal.notes = candidate->notes;
+    for (const auto &[name, value] : candidate->knobs) proposal.knobs[name] = value;
     return {};
 }
 

@@ -3,7 +3,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -34,7 +38,176 @@ void untrack_process_group(pid_t group) {
 
 void kill_tracked_process_groups() {
     for (std::atomic<pid_t> &slot : g_tracked_groups) {
-        if (const pid_t group = slot.load(); group > 0) kill(-group, SIGKILL);
+        if (const pid_t group = slot.load(); group > 0) kill(group, SIGTERM);
+    }
+}
+
+namespace {
+
+// What follows runs in the forked child of a (possibly multi-threaded) process that never execs:
+// async-signal-safe calls only, so no allocation, no stdio, no opendir.
+
+void sleep_ms(long ms) {
+    timespec pause{ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&pause, nullptr);
+}
+
+// The parent pid in /proc/<pid>/stat ("pid (comm) state ppid ..."; comm may hold ')' or spaces),
+// or -1 when the process has gone or the line does not parse.
+pid_t parent_of(const char *pid_text) {
+    char path[64] = "/proc/";
+    size_t at = 6;
+    for (const char *c = pid_text; *c && at + 6 < sizeof path; ++c) path[at++] = *c;
+    for (const char *c = "/stat"; *c; ++c) path[at++] = *c;
+    path[at] = '\0';
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char line[1024];
+    const ssize_t n = read(fd, line, sizeof line - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    line[n] = '\0';
+    const char *close_paren = nullptr;
+    for (ssize_t i = 0; i < n; ++i) {
+        if (line[i] == ')') close_paren = line + i;
+    }
+    if (!close_paren || close_paren + 4 >= line + n) return -1;
+    const char *c = close_paren + 4;  // past ") S "
+    pid_t ppid = 0;
+    for (; *c >= '0' && *c <= '9'; ++c) ppid = ppid * 10 + (*c - '0');
+    return *c == ' ' ? ppid : -1;
+}
+
+// SIGKILL to every process whose parent is this one. /proc/<pid>/task/<tid>/children would list
+// them directly, but kernels built without CONFIG_PROC_CHILDREN lack it; the scan works on all.
+void kill_children() {
+    const int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return;
+    const pid_t self = getpid();
+    alignas(8) char buffer[8192];
+    while (true) {
+        const long n = syscall(SYS_getdents64, dir, buffer, sizeof buffer);
+        if (n <= 0) break;
+        for (long at = 0; at < n;) {
+            struct Entry {
+                uint64_t inode;
+                int64_t offset;
+                unsigned short length;
+                unsigned char type;
+                char name[1];
+            };
+            const auto *entry = reinterpret_cast<const Entry *>(buffer + at);
+            at += entry->length;
+            pid_t pid = 0;
+            const char *c = entry->name;
+            for (; *c >= '0' && *c <= '9'; ++c) pid = pid * 10 + (*c - '0');
+            if (*c != '\0' || pid <= 0 || pid == self) continue;
+            if (parent_of(entry->name) == self) kill(pid, SIGKILL);
+        }
+    }
+    close(dir);
+}
+
+// Kills this process's descendants: a killed child's own children are handed to this subreaper,
+// so killing and reaping children until none is left reaches the whole tree. Gives up after 10 s
+// (a process stuck in the kernel cannot be killed).
+void kill_descendants() {
+    for (int round = 0; round < 10000; ++round) {
+        int status = 0;
+        pid_t done;
+        while ((done = waitpid(-1, &status, WNOHANG)) > 0) {
+        }
+        if (done < 0 && errno == ECHILD) return;
+        if (round % 8 == 0) kill_children();
+        sleep_ms(1);
+    }
+}
+
+}  // namespace
+
+pid_t fork_reaper(ReaperFork &held) {
+    held.parent = getpid();
+    sigset_t hold;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGTERM);
+    sigaddset(&hold, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &hold, &held.mask);
+    const pid_t pid = fork();
+    if (pid != 0) pthread_sigmask(SIG_SETMASK, &held.mask, nullptr);
+    return pid;
+}
+
+void exec_reaped(const ReaperFork &held, const char *file, char *const argv[], char *const envp[]) {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // held, so it waits in the sigtimedwait below
+    if (getppid() != held.parent) _exit(127);  // the parent went before the line above
+    const pid_t command = fork();
+    if (command < 0) _exit(126);
+    if (command == 0) {
+        pthread_sigmask(SIG_SETMASK, &held.mask, nullptr);
+        if (envp) execve(file, argv, envp);
+        else execvp(file, argv);
+        const char message[] = "exec failed\n";
+        (void)!write(STDERR_FILENO, message, sizeof message - 1);
+        _exit(127);
+    }
+    // The reaper never execs, so it would keep every descriptor of the process that forked it,
+    // close-on-exec or not: another thread's pipe would then see no end of file, a socket no hang-up,
+    // for as long as this command runs. The command has its own copies.
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
+        for (int fd = 3; fd < 65536; ++fd) close(fd);
+    }
+    sigset_t wake;
+    sigemptyset(&wake);
+    sigaddset(&wake, SIGTERM);
+    sigaddset(&wake, SIGCHLD);
+    int status = 0;
+    bool ended = false, asked_to_end = false;
+    while (!ended && !asked_to_end) {
+        int child_status = 0;
+        pid_t done;
+        while ((done = waitpid(-1, &child_status, WNOHANG)) > 0) {
+            if (done == command) {
+                status = child_status;
+                ended = true;
+            }
+        }
+        if (ended) break;
+        const timespec tick{1, 0};
+        asked_to_end = sigtimedwait(&wake, nullptr, &tick) == SIGTERM;
+    }
+    kill_descendants();
+    if (asked_to_end) kill(getpid(), SIGKILL);
+    if (WIFSIGNALED(status)) {
+        // Die of the command's signal, without a second core file.
+        const rlimit no_core{0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        const int sig = WTERMSIG(status);
+        signal(sig, SIG_DFL);
+        sigset_t just;
+        sigemptyset(&just);
+        sigaddset(&just, sig);
+        pthread_sigmask(SIG_UNBLOCK, &just, nullptr);
+        kill(getpid(), sig);
+        _exit(128 + sig);
+    }
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 126);
+}
+
+int end_reaper(pid_t reaper, double grace_seconds) {
+    kill(reaper, SIGTERM);
+    const double start = now_seconds();
+    int status = 0;
+    while (true) {
+        const pid_t done = waitpid(reaper, &status, WNOHANG);
+        if (done == reaper || (done < 0 && errno != EINTR)) return status;
+        if (now_seconds() - start > grace_seconds) {
+            kill(-reaper, SIGKILL);
+            kill(reaper, SIGKILL);
+            waitpid(reaper, &status, 0);
+            return status;
+        }
+        usleep(2000);
     }
 }
 
@@ -46,7 +219,8 @@ Result<ProcessResult> run_process(const std::vector<std::string> &argv, const Pr
     for (const std::string &arg : argv) args.push_back(const_cast<char *>(arg.c_str()));
     args.push_back(nullptr);
     const double start = now_seconds();
-    const pid_t pid = fork();
+    ReaperFork held;
+    const pid_t pid = fork_reaper(held);
     if (pid < 0) {
         close(pipe_fds[0]);
         close(pipe_fds[1]);
@@ -57,10 +231,7 @@ Result<ProcessResult> run_process(const std::vector<std::string> &argv, const Pr
         dup2(pipe_fds[1], STDOUT_FILENO);
         dup2(pipe_fds[1], STDERR_FILENO);
         if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) _exit(126);
-        execvp(args[0], args.data());
-        const char message[] = "exec failed\n";
-        (void)!write(STDERR_FILENO, message, sizeof message - 1);
-        _exit(127);
+        exec_reaped(held, args[0], args.data(), nullptr);
     }
     setpgid(pid, pid);  // also here: the group exists before it is tracked or killed
     track_process_group(pid);
@@ -68,12 +239,14 @@ Result<ProcessResult> run_process(const std::vector<std::string> &argv, const Pr
     ProcessResult result;
     char buffer[4096];
     bool open = true;
+    int status = 0;
+    bool reaped = false;
     while (open) {
         const double left = options.timeout_seconds - (now_seconds() - start);
         if (left <= 0) {
             result.timed_out = true;
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
+            status = end_reaper(pid);
+            reaped = true;
             break;
         }
         pollfd poll_fd{pipe_fds[0], POLLIN, 0};
@@ -88,17 +261,15 @@ Result<ProcessResult> run_process(const std::vector<std::string> &argv, const Pr
         if (result.output.size() < options.max_output_bytes) result.output.append(buffer, size_t(n));
     }
     close(pipe_fds[0]);
-    int status = 0;
-    // The pipe closed (or we killed it): reap, but never wait past the deadline for a child that
-    // closed its output and kept running.
-    while (true) {
+    // The pipe closed: the reaper has ended, or is ending, the command's descendants. Reap it,
+    // but never wait past the deadline.
+    while (!reaped) {
         const pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid) break;
-        if (done < 0 && errno != EINTR) break;
-        if (now_seconds() - start > options.timeout_seconds && !result.timed_out) {
+        if (done == pid || (done < 0 && errno != EINTR)) break;
+        if (now_seconds() - start > options.timeout_seconds) {
             result.timed_out = true;
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
+            status = end_reaper(pid);
+            break;
         }
         usleep(2000);
     }

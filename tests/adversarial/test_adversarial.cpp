@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../process_gone.h"
 #include "hotpass/tune/evaluate.h"
 
 namespace hp::tune {
@@ -259,14 +260,6 @@ TEST_F(Adversarial, ExecutorIsRecycledAfterMaxLoads) {
     EXPECT_GE(fast_->n_start(), starts + 1);  // max_loads = 8
 }
 
-// A process that is gone or a zombie (its parent died and nothing reaped it yet).
-bool process_gone(pid_t pid) {
-    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-    std::string pid_field, name, state;
-    if (!(stat >> pid_field >> name >> state)) return true;
-    return state == "Z" || state == "X";
-}
-
 // The terminal's Ctrl-C goes to the foreground process group: the executor is outside it, so an
 // interrupted campaign decides what happens to the candidate in flight, not the signal.
 TEST_F(Adversarial, ExecutorIsOutsideTheCallersProcessGroup) {
@@ -307,11 +300,7 @@ TEST_F(Adversarial, ExecutorDiesWithTheProcessThatStartedIt) {
     const pid_t executor = pids[0];
     if (executor <= 0 && pids[1] > 0) kill(pids[1], SIGKILL);
     ASSERT_GT(executor, 0);
-    bool gone = false;
-    for (int i = 0; i < 300 && !gone; ++i) {  // up to 30 s on a loaded machine
-        gone = process_gone(executor);
-        if (!gone) usleep(100 * 1000);
-    }
+    const bool gone = hp::test_support::process_gone_within(executor, 30);  // 30 s: a loaded machine
     EXPECT_TRUE(gone) << "executor " << executor << " outlived the process that started it";
     if (!gone) kill(executor, SIGKILL);
     if (pids[1] > 0) kill(pids[1], SIGKILL);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "../process_gone.h"
 #include "fake_submissions.h"
 #include "hotpass/core/mapped_file.h"
 
@@ -99,26 +100,43 @@ TEST_F(CommandAgentTest, ACrashIsAFailedTurnAndRepeatedCrashesRetireIt) {
     EXPECT_EQ(second.reason.rfind("retired", 0), 0u) << second.reason;
 }
 
-TEST_F(CommandAgentTest, AHungCommandIsKilledWithItsWholeProcessGroup) {
+// A process that leaves the command's process group, writing its pid to FILE first; the command
+// waits for the file, so the pid is known before the turn can end.
+std::string escape_with_setsid(const std::string &file) {
+    return "setsid sh -c 'echo $$ > " + file + "; exec sleep 300' >/dev/null 2>&1 & while [ ! -s " + file +
+           " ]; do sleep 0.05; done; ";
+}
+
+// pid_file's process (written by the command) has ended; killed if not, so no test leaves it behind.
+void expect_ended(const fs::path &pid_file, const std::string &what) {
+    std::ifstream in(pid_file);
+    pid_t pid = 0;
+    ASSERT_TRUE(in >> pid) << "no pid in " << pid_file;
+    const bool gone = hp::test_support::process_gone_within(pid, 10);
+    EXPECT_TRUE(gone) << what << " (pid " << pid << ") outlived the turn";
+    if (!gone) kill(pid, SIGKILL);
+}
+
+TEST_F(CommandAgentTest, AHungCommandIsKilledWithEverythingItStarted) {
     CommandAgentConfig config;
-    config.turn_seconds = 1;
-    auto agent = make("sleep 300 & echo $! > background.pid; sleep 300", config);
+    config.turn_seconds = 2;
+    auto agent = make(escape_with_setsid("escaped.pid") + "sleep 300 & echo $! > background.pid; sleep 300", config);
     const ProposeOutcome outcome = agent.propose(context_);
     EXPECT_FALSE(outcome.exhausted);
     EXPECT_NE(outcome.reason.find("hung"), std::string::npos) << outcome.reason;
-    const std::string pid_text = read(agent.workspace() / "background.pid");
-    ASSERT_FALSE(pid_text.empty());
-    const pid_t background = std::stoi(pid_text);
-    // Killed (SIGKILL to the group): gone, or a zombie until its new parent reaps it.
-    bool dead = false;
-    for (int i = 0; i < 100 && !dead; ++i) {
-        const std::string stat = read(fs::path("/proc") / std::to_string(background) / "stat");
-        const size_t paren = stat.rfind(')');
-        dead = stat.empty() || (paren != std::string::npos && stat.substr(paren + 2, 1) == "Z");
-        if (!dead) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    EXPECT_TRUE(dead) << "the background child " << background << " of the hung command is still running";
-    if (!dead) kill(background, SIGKILL);
+    expect_ended(agent.workspace() / "background.pid", "the background child of the hung command");
+    expect_ended(agent.workspace() / "escaped.pid", "a setsid'd child of the hung command");
+}
+
+// A process group kill misses a child that called setsid; the reaper under the turn does not, and
+// ends it as soon as the command exits, not only when the turn's time is spent.
+TEST_F(CommandAgentTest, WhatAFinishedCommandLeftRunningEndsWithTheTurn) {
+    CommandAgentConfig config;
+    config.turn_seconds = 120;
+    auto agent = make(escape_with_setsid("escaped.pid") + "exit 0", config);
+    const ProposeOutcome outcome = agent.propose(context_);
+    EXPECT_NE(outcome.reason.find("turn 1 finished"), std::string::npos) << outcome.reason;
+    expect_ended(agent.workspace() / "escaped.pid", "a setsid'd child of a finished command");
 }
 
 TEST_F(CommandAgentTest, EditingFilesOutsideItsWorkspaceRetiresIt) {

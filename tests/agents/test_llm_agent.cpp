@@ -219,8 +219,37 @@ TEST_F(LlmAgentTest, KnobsInTheRepliesCandidateJsonAreProposed) {
     EXPECT_EQ(submissions.proposals[0].knobs, (Knobs{{"HP_TILE", "8"}}));
     EXPECT_EQ(submissions.proposals[0].notes, "tile 8");
     const ProposeOutcome broken = agent.propose(context);
-    EXPECT_NE(broken.reason.find("candidate.json is not a JSON object"), std::string::npos) << broken.reason;
+    EXPECT_NE(broken.reason.find("candidate.json: expected an object"), std::string::npos) << broken.reason;
     EXPECT_EQ(submissions.proposals.size(), 1u);
+}
+
+// A candidate.json is not carried into the next turn's copy of the sources, so the knobs of a correct
+// candidate used to be dropped by the next reply that did not repeat them: the agent then built on
+// sources whose timing it had never seen. They carry over now, and a reply can still change them.
+TEST_F(LlmAgentTest, TheKnobsOfItsCurrentSourcesCarryOver) {
+    ReplayServer server;
+    server.replies = {
+        {200, completion("```json\n// file: candidate.json\n{\"knobs\": {\"HP_TILE\": 8, \"HP_UNROLL\": 2}}\n```\n"), "", 0},
+        {200, completion("```cpp\n// file: forward.cpp\nint forward() { return 2; }\n```\n"), "", 0},
+        {200, completion("```json\n// file: candidate.json\n{\"knobs\": {\"HP_TILE\": 4}}\n```\n"), "", 0},
+        {200, completion("```cpp\n// file: forward.cpp\nint forward() { return 3; }\n```\n"), "", 0},
+    };
+    FakeSubmissions submissions;
+    submissions.verdicts = {{"faster", "1.05x", 1.05}, {"not_faster", "correct; 1.00x", 1.0}, {"rejected", "wrong logits", 0}};
+    AgentContext context;
+    context.submissions = &submissions;
+    auto agent = make(server.base_url());
+    agent.propose(context);
+    const std::string user = agent.messages(context)[1]["content"].get<std::string>();
+    EXPECT_NE(user.find("built with the knobs HP_TILE=8 HP_UNROLL=2"), std::string::npos) << user;
+    agent.propose(context);
+    agent.propose(context);
+    agent.propose(context);
+    ASSERT_EQ(submissions.proposals.size(), 4u);
+    EXPECT_EQ(submissions.proposals[1].knobs, (Knobs{{"HP_TILE", "8"}, {"HP_UNROLL", "2"}}));
+    EXPECT_EQ(submissions.proposals[2].knobs, (Knobs{{"HP_TILE", "4"}, {"HP_UNROLL", "2"}}));
+    // The third was rejected: the fourth builds on the second's sources and knobs.
+    EXPECT_EQ(submissions.proposals[3].knobs, (Knobs{{"HP_TILE", "8"}, {"HP_UNROLL", "2"}}));
 }
 
 // The timeout bounds the whole reply, not each read: an endpoint that sends a byte every 200 ms

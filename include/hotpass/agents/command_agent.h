@@ -7,8 +7,9 @@
 //   <workspace>/.hotpass/queue/  the submission queue: <id>/ (a copy of DIR), then <id>.exit and <id>.verdict
 //   <workspace>/.hotpass/turn-N.log  the command's output
 // One turn = one run of `/bin/sh -c COMMAND` with cwd = the workspace, its own process group, bin/
-// first on PATH and HOTPASS_* variables set; the whole group is killed when the turn's wall time is
-// spent or the campaign ends. While it runs, propose() relays each submission to the campaign
+// first on PATH and HOTPASS_* variables set, under a reaper (core/subprocess.h): everything the
+// command started is killed when it exits, when the turn's wall time is spent or when the campaign
+// ends, setsid'd processes included. While it runs, propose() relays each submission to the campaign
 // (Submissions) and writes the verdict back. Failures are data: an exit status other than 0, a
 // signal or a timeout is a failed turn (max_failures in a row retire the agent); a change to any
 // protected directory (the base sources, the in-tree forward pass) retires it at once.

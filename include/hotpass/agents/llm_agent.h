@@ -72,6 +72,7 @@ private:
         int turn = 0;
         std::string hash;
         std::vector<std::string> files;
+        Knobs knobs;
         std::string code, reason;  // empty until the verdict arrives
     };
     ProposeOutcome fail(const std::string &reason, double retry_after_seconds = 0);
@@ -80,6 +81,7 @@ private:
     std::string name_;
     LlmConfig config_;
     std::filesystem::path current_, workspace_;  // current_: the sources the next edit applies to
+    Knobs current_knobs_;                         // and the knobs they were proposed with, kept for the next one
     store::Store *store_;
     int64_t campaign_id_;
     int turn_ = 0, failures_ = 0;

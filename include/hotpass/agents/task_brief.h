@@ -19,12 +19,15 @@ std::string verdict_guide();
 // The population's measured candidates, best first, then the latest failures with their reasons;
 // at most `max_rows` of each. Markdown.
 std::string results_text(const AgentContext &context, size_t max_rows = 12);
+// "NAME=value NAME=value", in name order; empty for no knobs.
+std::string knobs_text(const Knobs &knobs);
 // The latest board notes, newest last, at most `max_notes`.
 std::string notes_text(const AgentContext &context, size_t max_notes = 15);
 
-// The candidate.json an agent may leave in a candidate folder, as task_rules describes it: its
-// "knobs" (values as strings) and "notes" go into `proposal`. No file: nothing changes. A file
-// that is not a JSON object: an error to tell the agent.
+// The candidate.json an agent may leave in a candidate folder, as task_rules describes it, read by
+// tune::load_candidate: its "knobs" (values as strings) are set in `proposal` over those it has, and
+// its "notes", if any, replace proposal.notes. No file: nothing changes. A file load_candidate
+// refuses (not a JSON object, a knob name that is not an identifier...): its error, to tell the agent.
 Status read_candidate_json(const std::filesystem::path &dir, Proposal &proposal);
 
 }  // namespace hp::agents
