@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -55,7 +56,7 @@ std::string hardware_description(const std::string &device, int n_thread) {
 json options_to_json(const CampaignOptions &o) {
     return {{"model", o.model}, {"seed", o.seed}, {"traffic", o.traffic}, {"two_tiers", o.two_tiers}, {"fast_layers", o.fast_layers},
             {"n_thread", o.n_thread}, {"device", o.device}, {"fast_seconds_per_shape", o.fast_seconds_per_shape},
-            {"slow_seconds_per_shape", o.slow_seconds_per_shape}, {"fast_cases", o.fast_cases}, {"slow_cases", o.slow_cases}, {"reference_tokens", o.reference_tokens}, {"fresh_executor", o.fresh_executor},
+            {"slow_seconds_per_shape", o.slow_seconds_per_shape}, {"fast_cases", o.fast_cases}, {"slow_cases", o.slow_cases}, {"reference_tokens", o.reference_tokens}, {"fresh_executor", o.fresh_executor}, {"calibrate", o.calibrate},
             {"baseline_source", o.baseline_source.string()}, {"baseline_plugin", o.baseline_plugin}, {"agent_seed", o.agent_seed},
             {"agents", [&] {
                  json agents = json::array();
@@ -85,6 +86,7 @@ void restore_options(CampaignOptions &o, const json &j) {
     o.slow_cases = j.value("slow_cases", o.slow_cases);
     o.reference_tokens = j.value("reference_tokens", 0);  // campaigns from before the option checked whole batches
     o.fresh_executor = j.value("fresh_executor", o.fresh_executor);
+    o.calibrate = j.value("calibrate", o.calibrate);
     o.baseline_source = j.value("baseline_source", o.baseline_source.string());
     o.baseline_plugin = j.value("baseline_plugin", o.baseline_plugin);
     o.agent_seed = j.value("agent_seed", o.agent_seed);
@@ -143,6 +145,7 @@ private:
     void evaluate(int64_t candidate_id, bool slow_tier);
     void promote_to_incumbent(const store::CandidateRecord &record, double speedup, const std::string &artifact);
     void final_check();
+    void calibrate();
     tune::Candidate to_candidate(const store::CandidateRecord &record) const;
     agents::AgentContext context();
     // `repeat`: a confirmation run (repeat-before-promote), not a new evaluation for the counters and the budget.
@@ -181,6 +184,9 @@ private:
     std::set<std::string> known_;
     agents::Knobs incumbent_knobs_;
     double best_speedup_ = 1;  // product of the incumbent changes' slow-tier speedups
+    // The minimum effect each tier's timing asks of a win: RunnerOptions' default, or what the A/A
+    // calibration showed (options_.calibrate). Set before the first evaluation, on the main thread.
+    double min_effect_fast_ = tune::RunnerOptions{}.min_effect, min_effect_slow_ = tune::RunnerOptions{}.min_effect;
     int n_first_tier_ = 0;     // candidates with a first-tier (or build) verdict: the candidate budget
     int n_built_ = 0, n_build_failed_ = 0, n_verified_ = 0, n_fast_ = 0, n_slow_ = 0, n_promoted_ = 0, n_lost_ = 0;
     int executor_starts_ = 0;
@@ -615,6 +621,7 @@ tune::EvaluateOptions CampaignRun::tier_options(bool slow_tier) const {
     eval.runner.target_seconds = slow_tier ? options_.slow_seconds_per_shape : options_.fast_seconds_per_shape;
     eval.runner.min_rep = slow_tier ? 15 : 10;
     eval.runner.max_seconds = slow_tier ? 40 : 20;  // long prefill steps on a CPU: at least 6 pairs, then stop
+    eval.runner.min_effect = slow_tier ? min_effect_slow_ : min_effect_fast_;
     // Generous: a hang is still a hang, it is only called later. With --reference-tokens 0 the
     // plain reference runs every shape of the tier whole (a minute per 500-token chunk on llama-300m).
     eval.verify_deadline_seconds = slow_tier ? 900 : 300;
@@ -713,10 +720,57 @@ void CampaignRun::final_check() {
     eval.runner.target_seconds = options_.slow_seconds_per_shape * 1.5;
     eval.runner.min_rep = 20;
     eval.runner.max_seconds = 90;
+    eval.runner.min_effect = min_effect_slow_;
     const tune::Evaluation evaluation = tune::evaluate_candidate(*supervisor, to_candidate(record), eval);
     record_result(record, "final", evaluation);
     if (progress_) {
         progress_->event(fmt::format("final: {} {}", evaluation.verdict.code, evaluation.verdict.reason));
+    }
+}
+
+// The A/A run: the incumbent's sources and knobs, built again (a define no source reads makes it a
+// separate artifact, loaded beside the incumbent's as any candidate is), timed against the incumbent
+// on each tier as a candidate would be. Builds and agents run meanwhile, as they do for candidates.
+void CampaignRun::calibrate() {
+    if (!options_.calibrate) return;
+    tune::Candidate copy;
+    copy.dir = objects_.sources(source_hash_);
+    copy.parent = campaign_.incumbent;
+    copy.agent = "calibration";
+    if (campaign_.incumbent != "baseline") {
+        auto found = store_->find_candidates(campaign_.incumbent);
+        if (found.ok() && !found->empty()) copy = to_candidate(found->front());
+    }
+    copy.knobs["HOTPASS_CALIBRATION_COPY"] = "1";
+    for (const bool slow_tier : {false, true}) {
+        if (!slow_tier && !options_.two_tiers) continue;
+        if (!budget_left()) return;
+        const std::string tier = slow_tier ? "slow" : "fast";
+        progress_->event(fmt::format("calibrating the {} tier: the incumbent against a second build of itself", tier));
+        tune::Supervisor &supervisor = slow_tier ? *slow_ : *fast_;
+        const tune::Evaluation evaluation = tune::evaluate_candidate(supervisor, copy, tier_options(slow_tier));
+        if (options_.fresh_executor) supervisor.stop();
+        {
+            std::lock_guard lock(mutex_);
+            executor_starts_ += evaluation.executor_starts;
+        }
+        double &min_effect = slow_tier ? min_effect_slow_ : min_effect_fast_;
+        std::string text;
+        if (!evaluation.measurement) {
+            text = fmt::format("A/A calibration of the {} tier failed ({}: {}); its minimum effect stays {:.1f}%", tier, evaluation.verdict.code,
+                               evaluation.verdict.reason, 100 * min_effect);
+        } else {
+            const tune::Measurement &m = *evaluation.measurement;
+            // The difference two copies of the same code showed. Not the interval's far end: a
+            // candidate's own interval already carries its sampling spread.
+            min_effect = std::max(min_effect, std::fabs(m.speedup - 1));
+            text = fmt::format("A/A calibration, {} tier: a second build of the incumbent timed {:.3f}x it (95% CI {:.3f}-{:.3f}, {}); "
+                               "a win on this tier must now exceed {:.1f}%",
+                               tier, m.speedup, m.speedup_ci.low, m.speedup_ci.high, evaluation.verdict.code, 100 * min_effect);
+            if (evaluation.verdict.faster()) text += " (the copy was called faster: timing on this machine is unsteady)";
+        }
+        note("campaign", "", text);
+        progress_->event(text);
     }
 }
 
@@ -749,6 +803,7 @@ Result<CampaignSummary> CampaignRun::run() {
     n_agents_running_ = int(agents_.size());
     for (size_t i = 0; i < agents_.size(); ++i) threads.emplace_back([this, i] { agent_loop(i); });
     threads.emplace_back([this] { builder_loop(); });
+    calibrate();
 
     bool all_done = false;
     while (budget_left()) {

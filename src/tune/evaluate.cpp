@@ -217,8 +217,12 @@ Evaluation evaluate_unchecked(Supervisor &supervisor, const Candidate &candidate
         return finish({"faster", fmt::format("verified; {:.3f}x the incumbent (95% CI {:.3f}-{:.3f}), weighted over {} shapes",
                                              m.speedup, m.speedup_ci.low, m.speedup_ci.high, m.shapes.size())});
     }
+    const bool interval_excludes_1 = m.speedup_ci.low > 1 || m.speedup_ci.high < 1;
+    const std::string why = m.significant ? ", significantly slower"
+                            : interval_excludes_1 ? fmt::format(", within the {:.1f}% minimum effect", 100 * runner.min_effect)
+                                                  : ", not significant";
     return finish({"not_faster", fmt::format("verified; {:.3f}x the incumbent (95% CI {:.3f}-{:.3f}){}", m.speedup, m.speedup_ci.low,
-                                             m.speedup_ci.high, m.significant ? ", significantly slower" : ", not significant")});
+                                             m.speedup_ci.high, why)});
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ struct OptimizeArgs {
     uint64_t agent_seed = 0;
     bool no_final = false;
     bool fresh_executor = false;
+    bool calibrate = false;
     int reference_tokens = 16;
     std::string baseline_source;
     std::string agent_command;
@@ -129,6 +130,7 @@ int run_optimize(const OptimizeArgs &args) {
     options.agent_seed = args.agent_seed;
     options.final_check = !args.no_final;
     options.fresh_executor = args.fresh_executor;
+    options.calibrate = args.calibrate;
     options.reference_tokens = args.reference_tokens;
     options.resume = args.resume;
     options.out = args.out;
@@ -328,6 +330,9 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
                          "CUDA always does, its reference is fast)")
         ->check(count(0, "tokens"))->capture_default_str();
     optimize->add_flag("--fresh-executor", args->fresh_executor, "restart the executor for every candidate (a benchmark control)");
+    optimize->add_flag("--calibrate", args->calibrate,
+                       "before the first candidate, time the incumbent against a second build of itself on each tier (an A/A run) "
+                       "and raise the tier's minimum effect (1%) to the difference that run shows");
     optimize->callback([args, optimize, &exit_code] {
         args->model_given = optimize->count("--model") > 0;
         args->traffic_given = optimize->count("--traffic") > 0;

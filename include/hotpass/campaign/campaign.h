@@ -42,6 +42,11 @@ struct CampaignOptions {
     int reference_tokens = 16;  // CPU: per verification batch (tune::EvaluateOptions); CUDA: whole batches
     bool fresh_executor = false;  // restart the executor for every candidate (the bench's control)
     bool final_check = true;  // time the winner against the baseline at the end (slow tier)
+    // An A/A run per tier before the first candidate: the incumbent against a second build of
+    // itself. The difference it shows (|speedup - 1|) becomes the tier's minimum effect when above
+    // tune::RunnerOptions::min_effect's 1%, so that a win must beat the difference between two
+    // copies of the same code on this machine.
+    bool calibrate = false;
     std::filesystem::path store;           // the database; objects/ and artifacts/ beside it
     std::filesystem::path out;             // winner/ and report.* land here; empty: ./hotpass-campaign-<id>
     std::filesystem::path baseline_source; // empty: the in-tree forward/<device>/baseline

@@ -39,7 +39,8 @@ public:
         HP_CHECK(ok(), "Result::value() on an error: {}", std::get<Error>(state_).message);
         return std::get<T>(state_);
     }
-    T &&value() && {
+    // By value: `for (auto &x : f().value())` would otherwise iterate a temporary that is gone.
+    T value() && {
         HP_CHECK(ok(), "Result::value() on an error: {}", std::get<Error>(state_).message);
         return std::get<T>(std::move(state_));
     }
