@@ -20,7 +20,16 @@ echo
 echo "### Runner statistics: false positives and detectable slowdown"
 echo
 echo "The reference artifact against itself (+0%) and against copies slowed by a known fraction, on"
-echo "one decode shape of preset:tiny-llama (1 s of ABAB timing per trial; significant = rank test"
-echo "p < 0.01, 95% bootstrap CI excluding 1, effect >= 1%)."
+echo "one decode shape of preset:tiny-llama (1 s of ABAB timing per trial; significant = signed-rank"
+echo "test of the timed pairs p < 0.01, 95% paired bootstrap CI excluding 1, effect >= 1%). Quiet, then"
+echo "with bench/executor/noise.sh beside it (busy loops on every core, 0.25 s on, 0.25 s off)."
 echo
 "$build/bin/executor_bench" "$build/bin/hotpass" "$PWD" stats preset:tiny-llama
+echo
+echo "With the noisy neighbour:"
+echo
+setsid bench/executor/noise.sh &
+noise=$!
+trap 'kill -- -$noise 2>/dev/null' EXIT
+"$build/bin/executor_bench" "$build/bin/hotpass" "$PWD" stats preset:tiny-llama
+kill -- -$noise 2>/dev/null || true

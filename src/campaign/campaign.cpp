@@ -620,7 +620,7 @@ tune::EvaluateOptions CampaignRun::tier_options(bool slow_tier) const {
     if (slow_tier) eval.greedy_prompts = replay_prompts();
     eval.runner.target_seconds = slow_tier ? options_.slow_seconds_per_shape : options_.fast_seconds_per_shape;
     eval.runner.min_rep = slow_tier ? 15 : 10;
-    eval.runner.max_seconds = slow_tier ? 40 : 20;  // long prefill steps on a CPU: at least 6 pairs, then stop
+    eval.runner.max_seconds = slow_tier ? 40 : 20;  // long prefill steps on a CPU: at least kMinRepCapped pairs, then stop
     eval.runner.min_effect = slow_tier ? min_effect_slow_ : min_effect_fast_;
     // Generous: a hang is still a hang, it is only called later. With --reference-tokens 0 the
     // plain reference runs every shape of the tier whole (a minute per 500-token chunk on llama-300m).

@@ -95,7 +95,11 @@ Measurement summarize(const json &result, const std::vector<Shape> &shapes, cons
         measurement.raw["shapes"][index].erase("incumbent_ms");
         measurement.raw["shapes"][index].erase("candidate_ms");
         ++index;
+        // Pairs: sample i of each side was timed next to the other (a failure may end a shape
+        // between the two halves of a pair).
         shape.n_sample = int(std::min(incumbent.size(), candidate.size()));
+        incumbent.resize(size_t(shape.n_sample));
+        candidate.resize(size_t(shape.n_sample));
         if (shape.n_sample == 0) {
             measurement.shapes.push_back(shape);
             continue;
@@ -105,8 +109,12 @@ Measurement summarize(const json &result, const std::vector<Shape> &shapes, cons
         shape.incumbent_iqr_ms = quantile(incumbent, 0.75) - quantile(incumbent, 0.25);
         shape.candidate_iqr_ms = quantile(candidate, 0.75) - quantile(candidate, 0.25);
         shape.speedup = shape.incumbent_ms / shape.candidate_ms;
-        shape.speedup_ci = bootstrap_ratio_of_medians(incumbent, candidate, 0.95, 2000, options.seed);
-        shape.p_value = mann_whitney_p(incumbent, candidate);
+        shape.speedup_ci = bootstrap_ratio_of_medians(incumbent, candidate, Resample::paired, 0.95, 2000, options.seed);
+        std::vector<double> log_ratios;
+        for (int i = 0; i < shape.n_sample; ++i) {
+            if (incumbent[i] > 0 && candidate[i] > 0) log_ratios.push_back(std::log(incumbent[i] / candidate[i]));
+        }
+        shape.p_value = signed_rank_p(log_ratios);
         shape.significant = shape.p_value < options.alpha && std::fabs(shape.speedup - 1) >= options.min_effect &&
                             (shape.speedup_ci.low > 1 || shape.speedup_ci.high < 1);
         measurement.weighted_incumbent_ms += shape.weight * shape.incumbent_ms;
@@ -118,15 +126,17 @@ Measurement summarize(const json &result, const std::vector<Shape> &shapes, cons
     }
     if (measurement.weighted_candidate_ms > 0) {
         measurement.speedup = measurement.weighted_incumbent_ms / measurement.weighted_candidate_ms;
-        // Bootstrap of the weighted ratio: resample every shape's samples together.
+        // Bootstrap of the weighted ratio: every shape resampled in the same draw, by blocks of pairs.
         std::mt19937_64 rng(options.seed);
         std::vector<double> ratios;
         for (int r = 0; r < 1000; ++r) {
             double numerator = 0, denominator = 0;
             for (size_t s = 0; s < incumbent_samples.size(); ++s) {
-                std::vector<double> x(incumbent_samples[s].size()), y(candidate_samples[s].size());
-                for (double &v : x) v = incumbent_samples[s][rng() % x.size()];
-                for (double &v : y) v = candidate_samples[s][rng() % y.size()];
+                std::vector<double> x, y;
+                for (const size_t pick : resample_pairs(incumbent_samples[s].size(), rng)) {
+                    x.push_back(incumbent_samples[s][pick]);
+                    y.push_back(candidate_samples[s][pick]);
+                }
                 const double weight = sampled_weights[s];
                 numerator += weight * median(x);
                 denominator += weight * median(y);

@@ -20,48 +20,81 @@ double quantile(std::vector<double> values, double q) {
 
 double median(std::vector<double> values) { return quantile(std::move(values), 0.5); }
 
-double mann_whitney_p(const std::vector<double> &a, const std::vector<double> &b) {
-    const size_t n_a = a.size(), n_b = b.size();
-    if (n_a == 0 || n_b == 0) return 1.0;
-    struct Item {
-        double value;
-        bool from_a;
-    };
-    std::vector<Item> items;
-    for (double x : a) items.push_back({x, true});
-    for (double x : b) items.push_back({x, false});
-    std::sort(items.begin(), items.end(), [](const Item &x, const Item &y) { return x.value < y.value; });
-    // Mid-ranks for ties, and the tie correction term sum(t^3 - t).
-    double rank_sum_a = 0, tie_term = 0;
-    for (size_t i = 0; i < items.size();) {
+double signed_rank_p(const std::vector<double> &differences) {
+    std::vector<std::pair<double, bool>> items;  // |d|, d > 0
+    for (double d : differences) {
+        if (d != 0 && std::isfinite(d)) items.push_back({std::fabs(d), d > 0});
+    }
+    const size_t n = items.size();
+    if (n == 0) return 1.0;
+    std::sort(items.begin(), items.end(), [](const auto &x, const auto &y) { return x.first < y.first; });
+    // Mid-ranks for tied magnitudes, and the tie correction term sum(t^3 - t).
+    double w_plus = 0, tie_term = 0;
+    for (size_t i = 0; i < n;) {
         size_t j = i;
-        while (j < items.size() && items[j].value == items[i].value) ++j;
+        while (j < n && items[j].first == items[i].first) ++j;
         const double mid_rank = (double(i + 1) + double(j)) / 2.0;
         for (size_t k = i; k < j; ++k) {
-            if (items[k].from_a) rank_sum_a += mid_rank;
+            if (items[k].second) w_plus += mid_rank;
         }
         const double t = double(j - i);
         tie_term += t * t * t - t;
         i = j;
     }
-    const double n = double(n_a + n_b);
-    const double u = rank_sum_a - double(n_a) * double(n_a + 1) / 2.0;
-    const double mean = double(n_a) * double(n_b) / 2.0;
-    const double variance = double(n_a) * double(n_b) / 12.0 * ((n + 1) - tie_term / (n * (n - 1)));
+    const double total = double(n) * double(n + 1) / 2.0;
+    if (tie_term == 0 && n <= 50) {
+        // Under the null each rank is positive or not with probability 1/2: count the subsets of
+        // {1..n} by their sum. The distribution is symmetric, so the two-sided p-value is twice the
+        // lower tail at the smaller of W+ and W-.
+        const size_t max_sum = size_t(total);
+        std::vector<double> ways(max_sum + 1, 0.0);
+        ways[0] = 1;
+        for (size_t rank = 1; rank <= n; ++rank) {
+            for (size_t s = max_sum; s >= rank; --s) ways[s] += ways[s - rank];
+        }
+        const size_t smaller = size_t(std::min(w_plus, total - w_plus));
+        double tail = 0;
+        for (size_t s = 0; s <= smaller; ++s) tail += ways[s];
+        return std::min(1.0, 2.0 * tail / std::ldexp(1.0, int(n)));
+    }
+    const double mean = total / 2.0;
+    const double variance = double(n) * double(n + 1) * double(2 * n + 1) / 24.0 - tie_term / 48.0;
     if (variance <= 0) return 1.0;
-    const double z = (std::fabs(u - mean) - 0.5) / std::sqrt(variance);  // continuity correction
+    const double z = (std::fabs(w_plus - mean) - 0.5) / std::sqrt(variance);  // continuity correction
     return std::min(1.0, std::erfc(std::max(z, 0.0) / std::sqrt(2.0)));
 }
 
-Interval bootstrap_ratio_of_medians(const std::vector<double> &numerator, const std::vector<double> &denominator,
+std::vector<size_t> resample_pairs(size_t n_pair, std::mt19937_64 &rng) {
+    std::vector<size_t> picks;
+    picks.reserve(n_pair + 1);
+    const size_t n_block = (n_pair + 1) / 2;
+    while (picks.size() < n_pair) {
+        const size_t first = 2 * (rng() % n_block);
+        picks.push_back(first);
+        if (first + 1 < n_pair) picks.push_back(first + 1);
+    }
+    return picks;
+}
+
+Interval bootstrap_ratio_of_medians(const std::vector<double> &numerator, const std::vector<double> &denominator, Resample resample,
                                     double confidence, int n_resample, uint64_t seed) {
     HP_CHECK(!numerator.empty() && !denominator.empty(), "bootstrap of empty samples");
     std::mt19937_64 rng(seed);
+    const size_t n_pair = std::min(numerator.size(), denominator.size());
     std::vector<double> ratios, x(numerator.size()), y(denominator.size());
     ratios.reserve(size_t(n_resample));
     for (int r = 0; r < n_resample; ++r) {
-        for (double &value : x) value = numerator[rng() % numerator.size()];
-        for (double &value : y) value = denominator[rng() % denominator.size()];
+        if (resample == Resample::paired) {
+            x.clear();
+            y.clear();
+            for (const size_t pick : resample_pairs(n_pair, rng)) {
+                x.push_back(numerator[pick]);
+                y.push_back(denominator[pick]);
+            }
+        } else {
+            for (double &value : x) value = numerator[rng() % numerator.size()];
+            for (double &value : y) value = denominator[rng() % denominator.size()];
+        }
         ratios.push_back(median(x) / median(y));
     }
     const double tail = (1.0 - confidence) / 2.0;

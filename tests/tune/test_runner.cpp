@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "hotpass/tune/evaluate.h"
 #include "hotpass/tune/runner.h"
 
@@ -71,6 +73,38 @@ TEST(MeasureDeadline, GrowsWithTheShapesTimeBudgets) {
     options.shapes.resize(5, options.shapes.front());
     options.runner.target_seconds = 130;
     EXPECT_GT(measure_deadline(options), 5 * 130 + options.verify_deadline_seconds);
+}
+
+// Timed pairs under a drifting machine, as the executor returns them: sample i of each side ran
+// next to the other. The runner analyses them as pairs, so a 3% win shows through a drift ten times
+// its size; the last incumbent sample has no partner (a shape cut between the two halves of a pair).
+TEST(Summarize, AnalysesTheTimedPairsAsPairs) {
+    std::mt19937_64 rng(11);
+    std::lognormal_distribution<double> drift(0.0, 0.3), own(0.0, 0.01);
+    std::vector<double> incumbent, candidate;
+    for (int i = 0; i < 30; ++i) {
+        const double machine = drift(rng);
+        incumbent.push_back(1.03 * machine * own(rng));
+        candidate.push_back(machine * own(rng));
+    }
+    incumbent.push_back(100.0);  // unpaired: ignored
+    const std::vector<Shape> shapes = {{"decode", 1.0, 1, 128, {}}};
+    const json result = {{"shapes", json::array({{{"name", "decode"}, {"incumbent_ms", incumbent}, {"candidate_ms", candidate}}})}};
+    RunnerOptions options;
+    const Measurement m = summarize(result, shapes, options);
+    ASSERT_EQ(m.shapes.size(), 1u);
+    EXPECT_EQ(m.shapes[0].n_sample, 30);
+    EXPECT_LT(m.shapes[0].p_value, 0.01);
+    EXPECT_TRUE(m.shapes[0].significant);
+    EXPECT_TRUE(m.significant);
+    EXPECT_LT(m.speedup_ci.low, 1.03);
+    EXPECT_GT(m.speedup_ci.high, 1.03);
+    EXPECT_GT(m.speedup_ci.low, 1.0);
+    // The same win under a 5% minimum effect (what --calibrate may set) is not significant.
+    options.min_effect = 0.05;
+    const Measurement strict = summarize(result, shapes, options);
+    EXPECT_FALSE(strict.significant);
+    EXPECT_FALSE(strict.shapes[0].significant);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Runner: times a loaded candidate against the incumbent on a workload's batch shapes (the
 // executor interleaves them ABAB with fresh inputs) and turns the samples into a Measurement:
-// per shape and weighted medians, spread, speedup with a bootstrap interval, a rank test, and
-// whether the difference is significant and larger than the noise.
+// per shape and weighted medians, spread, speedup with a bootstrap interval drawn by blocks of two
+// timed pairs (stats.h), a signed-rank test of the pairs, and whether the difference is significant and larger than the noise.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -22,9 +22,9 @@ struct Shape {
     std::vector<int> prefill;  // chunk lengths
 };
 
-// Fewest timed pairs per shape under RunnerOptions::max_seconds: the smallest sample with which
-// the two-sided rank test can reach alpha = 0.01 is 5 + 5.
-constexpr int kMinRepCapped = 6;
+// Fewest timed pairs per shape under RunnerOptions::max_seconds: the fewest pairs with which the
+// two-sided signed-rank test can reach alpha = 0.01 is 8 (p = 2/256 when all agree; 7 give 2/128).
+constexpr int kMinRepCapped = 8;
 
 struct RunnerOptions {
     int warmup = 2;
