@@ -281,8 +281,7 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
     int status = 0;
     bool exited = false, timed_out = false, stopped = false, flooded = false;
     while (true) {
-        const pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid) {
+        if (reaper_exited(pid)) {
             exited = true;
             break;
         }
@@ -303,8 +302,7 @@ ProposeOutcome CommandAgent::propose(const AgentContext &context) {
     }
     // Nothing the command started outlives the turn: its reaper has already ended what a finished
     // command left behind (setsid'd daemons included), and ends everything on a timeout or a stop.
-    if (!exited) status = end_reaper(pid);
-    untrack_process_group(pid);
+    status = exited ? reap_reaper(pid) : end_reaper(pid);
     relay(context);  // submissions queued just before the end get refused or answered now
     for (const auto &[id, hash] : pending_) answer(id, 5, fmt::format("candidate: {}\nverdict: unknown\nreason: the turn ended before the verdict\n", hash));
     pending_.clear();

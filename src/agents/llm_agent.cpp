@@ -202,8 +202,7 @@ json LlmAgent::messages(const AgentContext &context) const {
     }
     if (!omitted.empty()) sources += fmt::format("Not shown (prompt budget):{}\n\n", omitted);
     if (!current_knobs_.empty()) {
-        sources += fmt::format("These sources are built with the knobs {}. They stay unless your candidate.json sets another value "
-                               "(its default value drops one).\n\n",
+        sources += fmt::format("These sources are built with the knobs {}. They stay unless your candidate.json sets another value.\n\n",
                                knobs_text(current_knobs_));
     }
     const std::string user = "## The sources of the forward pass\n\n" + sources + results +

@@ -62,8 +62,8 @@ std::string verdict_guide() {
   cannot be real; `wrong_after_timing`: wrong when re-verified after timing; `too_slow`: far slower
   than the incumbent on some shape; `escaped_stream` (CUDA): work outside the timed stream.
 - `not_faster`: correct, but not significantly faster than the incumbent; `faster`: correct and
-  significantly faster (bootstrap CI of the weighted speedup above 1, signed-rank test of the timed
-  pairs, >= 1% effect, or more where the campaign's A/A calibration showed more).
+  significantly faster (bootstrap CI of the weighted speedup above 1 and >= 1% effect, or more
+  where the campaign's A/A calibration showed more).
 )";
 }
 

@@ -728,6 +728,8 @@ void CampaignRun::final_check() {
     }
 }
 
+constexpr double kMaxCalibratedEffect = 0.10;
+
 // The A/A run: the incumbent's sources and knobs, built again (a define no source reads makes it a
 // separate artifact, loaded beside the incumbent's as any candidate is), timed against the incumbent
 // on each tier as a candidate would be. Builds and agents run meanwhile, as they do for candidates.
@@ -739,7 +741,12 @@ void CampaignRun::calibrate() {
     copy.agent = "calibration";
     if (campaign_.incumbent != "baseline") {
         auto found = store_->find_candidates(campaign_.incumbent);
-        if (found.ok() && !found->empty()) copy = to_candidate(found->front());
+        if (!found.ok() || found->empty()) {
+            // Not the baseline's sources instead: that would time the incumbent's own win.
+            note("campaign", "", fmt::format("A/A calibration skipped: the incumbent {} is not in the store", campaign_.incumbent));
+            return;
+        }
+        copy = to_candidate(found->front());
     }
     copy.knobs["HOTPASS_CALIBRATION_COPY"] = "1";
     for (const bool slow_tier : {false, true}) {
@@ -756,14 +763,17 @@ void CampaignRun::calibrate() {
         }
         double &min_effect = slow_tier ? min_effect_slow_ : min_effect_fast_;
         std::string text;
-        if (!evaluation.measurement) {
+        if (!evaluation.measurement || !evaluation.verdict.correct()) {
+            // A timing the verdict refused (too slow, impossible, wrong after timing) says nothing
+            // about the noise.
             text = fmt::format("A/A calibration of the {} tier failed ({}: {}); its minimum effect stays {:.1f}%", tier, evaluation.verdict.code,
                                evaluation.verdict.reason, 100 * min_effect);
         } else {
             const tune::Measurement &m = *evaluation.measurement;
             // The difference two copies of the same code showed. Not the interval's far end: a
-            // candidate's own interval already carries its sampling spread.
-            min_effect = std::max(min_effect, std::fabs(m.speedup - 1));
+            // candidate's own interval already carries its sampling spread. At most kMaxCalibratedEffect:
+            // beyond that the timing is too unsteady for any threshold to help.
+            min_effect = std::min(kMaxCalibratedEffect, std::max(min_effect, std::fabs(m.speedup - 1)));
             text = fmt::format("A/A calibration, {} tier: a second build of the incumbent timed {:.3f}x it (95% CI {:.3f}-{:.3f}, {}); "
                                "a win on this tier must now exceed {:.1f}%",
                                tier, m.speedup, m.speedup_ci.low, m.speedup_ci.high, evaluation.verdict.code, 100 * min_effect);

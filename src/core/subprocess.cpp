@@ -138,6 +138,13 @@ pid_t fork_reaper(ReaperFork &held) {
 }
 
 void exec_reaped(const ReaperFork &held, const char *file, char *const argv[], char *const envp[]) {
+    // SIGCHLD ignored (inherited from whoever started hotpass) would reap the command behind
+    // waitpid's back, and the reaper would wait for it forever.
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    sigaction(SIGCHLD, &default_action, nullptr);
+    prctl(PR_SET_NAME, "hotpass-reaper");  // not "hotpass": `pkill hotpass` is not meant for it
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // held, so it waits in the sigtimedwait below
     if (getppid() != held.parent) _exit(127);  // the parent went before the line above
@@ -157,6 +164,13 @@ void exec_reaped(const ReaperFork &held, const char *file, char *const argv[], c
     if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
         for (int fd = 3; fd < 65536; ++fd) close(fd);
     }
+    // Every signal held: the reaper runs no handler of hotpass's (a copy of the campaign's Ctrl-C
+    // handler would act on a stale copy of its state) and no default action ends it before its
+    // work is done. It takes SIGCHLD, and SIGTERM from the process that started it or from the
+    // kernel (the parent-death signal) -- not one the command sends its own group.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
     sigset_t wake;
     sigemptyset(&wake);
     sigaddset(&wake, SIGTERM);
@@ -174,7 +188,8 @@ void exec_reaped(const ReaperFork &held, const char *file, char *const argv[], c
         }
         if (ended) break;
         const timespec tick{1, 0};
-        asked_to_end = sigtimedwait(&wake, nullptr, &tick) == SIGTERM;
+        siginfo_t info{};
+        if (sigtimedwait(&wake, &info, &tick) == SIGTERM) asked_to_end = info.si_pid == held.parent || info.si_pid == 0;
     }
     kill_descendants();
     if (asked_to_end) kill(getpid(), SIGKILL);
@@ -194,21 +209,28 @@ void exec_reaped(const ReaperFork &held, const char *file, char *const argv[], c
     _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 126);
 }
 
+bool reaper_exited(pid_t reaper) {
+    siginfo_t info{};
+    return waitid(P_PID, id_t(reaper), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == reaper;
+}
+
+int reap_reaper(pid_t reaper) {
+    // Until it is reaped, the exited reaper keeps its process group's id from being reused, so the
+    // group kill reaches only what is left of its own group: the fallback for a reaper that could
+    // not read /proc.
+    kill(-reaper, SIGKILL);
+    untrack_process_group(reaper);  // before the pid can be reused
+    int status = 0;
+    while (waitpid(reaper, &status, 0) < 0 && errno == EINTR) {
+    }
+    return status;
+}
+
 int end_reaper(pid_t reaper, double grace_seconds) {
     kill(reaper, SIGTERM);
     const double start = now_seconds();
-    int status = 0;
-    while (true) {
-        const pid_t done = waitpid(reaper, &status, WNOHANG);
-        if (done == reaper || (done < 0 && errno != EINTR)) return status;
-        if (now_seconds() - start > grace_seconds) {
-            kill(-reaper, SIGKILL);
-            kill(reaper, SIGKILL);
-            waitpid(reaper, &status, 0);
-            return status;
-        }
-        usleep(2000);
-    }
+    while (!reaper_exited(reaper) && now_seconds() - start <= grace_seconds) usleep(2000);
+    return reap_reaper(reaper);  // SIGKILL to the group if it has not gone yet
 }
 
 Result<ProcessResult> run_process(const std::vector<std::string> &argv, const ProcessOptions &options) {
@@ -240,7 +262,7 @@ Result<ProcessResult> run_process(const std::vector<std::string> &argv, const Pr
     char buffer[4096];
     bool open = true;
     int status = 0;
-    bool reaped = false;
+    bool reaped = false, group_killed = false;
     while (open) {
         const double left = options.timeout_seconds - (now_seconds() - start);
         if (left <= 0) {
@@ -249,8 +271,14 @@ Result<ProcessResult> run_process(const std::vector<std::string> &argv, const Pr
             reaped = true;
             break;
         }
+        // A reaper that has exited while the pipe is still open left a writer behind (it could not
+        // read /proc): what is left of its group goes, so the pipe closes.
+        if (!group_killed && reaper_exited(pid)) {
+            kill(-pid, SIGKILL);
+            group_killed = true;
+        }
         pollfd poll_fd{pipe_fds[0], POLLIN, 0};
-        const int ready = poll(&poll_fd, 1, int(std::min(left, 1.0) * 1000) + 1);
+        const int ready = poll(&poll_fd, 1, int(std::min(left, 0.1) * 1000) + 1);
         if (ready < 0 && errno != EINTR) break;
         if (ready <= 0) continue;
         const ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
@@ -264,8 +292,10 @@ Result<ProcessResult> run_process(const std::vector<std::string> &argv, const Pr
     // The pipe closed: the reaper has ended, or is ending, the command's descendants. Reap it,
     // but never wait past the deadline.
     while (!reaped) {
-        const pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid || (done < 0 && errno != EINTR)) break;
+        if (reaper_exited(pid)) {
+            status = reap_reaper(pid);
+            break;
+        }
         if (now_seconds() - start > options.timeout_seconds) {
             result.timed_out = true;
             status = end_reaper(pid);
@@ -273,7 +303,6 @@ Result<ProcessResult> run_process(const std::vector<std::string> &argv, const Pr
         }
         usleep(2000);
     }
-    untrack_process_group(pid);
     result.seconds = now_seconds() - start;
     if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
     else if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);

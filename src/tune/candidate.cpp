@@ -30,7 +30,7 @@ Result<Candidate> load_candidate(const std::filesystem::path &dir) {
             const bool valid_name = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
                 return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
             });
-            if (!valid_name) return error("{}: knob name '{}' must be an identifier", metadata_path.string(), name);
+            if (!valid_name) return error("{}: knob name {} must be an identifier", metadata_path.string(), json_summary(nlohmann::json(name)));
             const auto &value = item.value();
             if (value.is_string()) candidate.knobs[name] = value.get<std::string>();
             else if (value.is_number_integer() || value.is_number_float() || value.is_boolean()) candidate.knobs[name] = value.dump();

@@ -28,31 +28,35 @@ double signed_rank_p(const std::vector<double> &differences) {
     const size_t n = items.size();
     if (n == 0) return 1.0;
     std::sort(items.begin(), items.end(), [](const auto &x, const auto &y) { return x.first < y.first; });
-    // Mid-ranks for tied magnitudes, and the tie correction term sum(t^3 - t).
-    double w_plus = 0, tie_term = 0;
+    // Mid-ranks for tied magnitudes (doubled, so they are whole numbers), and the tie correction
+    // term sum(t^3 - t).
+    std::vector<size_t> doubled_ranks(n);
+    size_t doubled_w_plus = 0;
+    double tie_term = 0;
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (j < n && items[j].first == items[i].first) ++j;
-        const double mid_rank = (double(i + 1) + double(j)) / 2.0;
         for (size_t k = i; k < j; ++k) {
-            if (items[k].second) w_plus += mid_rank;
+            doubled_ranks[k] = i + 1 + j;  // 2 x the mid-rank of positions i+1..j
+            if (items[k].second) doubled_w_plus += doubled_ranks[k];
         }
         const double t = double(j - i);
         tie_term += t * t * t - t;
         i = j;
     }
-    const double total = double(n) * double(n + 1) / 2.0;
-    if (tie_term == 0 && n <= 50) {
-        // Under the null each rank is positive or not with probability 1/2: count the subsets of
-        // {1..n} by their sum. The distribution is symmetric, so the two-sided p-value is twice the
-        // lower tail at the smaller of W+ and W-.
-        const size_t max_sum = size_t(total);
+    const double w_plus = double(doubled_w_plus) / 2.0, total = double(n) * double(n + 1) / 2.0;
+    if (n <= 50) {
+        // Under the null each difference's sign is + or - with probability 1/2, whatever the
+        // magnitudes (ties included): count the sign patterns by their (doubled) rank sum. The
+        // distribution is symmetric, so the two-sided p-value is twice the lower tail at the
+        // smaller of W+ and W-.
+        const size_t max_sum = n * (n + 1);
         std::vector<double> ways(max_sum + 1, 0.0);
         ways[0] = 1;
-        for (size_t rank = 1; rank <= n; ++rank) {
+        for (const size_t rank : doubled_ranks) {
             for (size_t s = max_sum; s >= rank; --s) ways[s] += ways[s - rank];
         }
-        const size_t smaller = size_t(std::min(w_plus, total - w_plus));
+        const size_t smaller = std::min(doubled_w_plus, max_sum - doubled_w_plus);
         double tail = 0;
         for (size_t s = 0; s <= smaller; ++s) tail += ways[s];
         return std::min(1.0, 2.0 * tail / std::ldexp(1.0, int(n)));

@@ -38,6 +38,11 @@ TEST(Subprocess, TheCommandsSignalIsReported) {
         EXPECT_EQ(result->signal, sig) << result->output;
         EXPECT_FALSE(result->timed_out);
     }
+    // SIGTERM to its own process group (the reaper's too) ends the command, not the reaper's
+    // watch: the reaper takes SIGTERM only from the process that started it.
+    auto group = run_process({"sh", "-c", "kill -TERM 0"});
+    ASSERT_TRUE(group.ok()) << group.error();
+    EXPECT_EQ(group->signal, SIGTERM) << group->output;
 }
 
 TEST(Subprocess, AMissingProgramIsExit127) {
@@ -104,14 +109,45 @@ TEST_F(Escapes, KillTrackedProcessGroupsReachesSetsidChildren) {
     options.timeout_seconds = 120;
     Result<ProcessResult> result = error("not run");
     std::thread runner([&] { result = run_process({"sh", "-c", escape() + "sleep 300"}, options); });
-    for (int i = 0; i < 1000 && !std::filesystem::exists(pid_file_); ++i) usleep(10 * 1000);
-    usleep(100 * 1000);  // the pid written, not just the file created
+    std::error_code code;
+    for (int i = 0; i < 3000 && !(std::filesystem::exists(pid_file_, code) && std::filesystem::file_size(pid_file_, code) > 0); ++i) {
+        usleep(10 * 1000);
+    }
+    usleep(50 * 1000);  // the whole line written
     kill_tracked_process_groups();
     runner.join();
     ASSERT_TRUE(result.ok()) << result.error();
     EXPECT_FALSE(result->timed_out);
     EXPECT_EQ(result->signal, SIGKILL);  // how a reaper that was asked to end goes
     expect_escaped_one_ended();
+}
+
+// The reaper's own cleanup needs /proc. Without it (or should the reaper die), what is left of its
+// process group still goes once the reaper has exited: here the reaper is killed from outside while
+// a background child of the command holds the output pipe open.
+TEST_F(Escapes, AGroupOutlivingItsReaperIsKilledWhenTheReaperExits) {
+    ProcessOptions options;
+    options.timeout_seconds = 120;
+    Result<ProcessResult> result = error("not run");
+    const std::string file = pid_file_.string();
+    std::thread runner([&] { result = run_process({"sh", "-c", "sleep 300 & echo $! > " + file + "; wait"}, options); });
+    std::error_code code;
+    for (int i = 0; i < 3000 && !(std::filesystem::exists(pid_file_, code) && std::filesystem::file_size(pid_file_, code) > 0); ++i) {
+        usleep(10 * 1000);
+    }
+    usleep(50 * 1000);
+    pid_t sleeper_pid = 0;
+    ASSERT_TRUE(std::ifstream(pid_file_) >> sleeper_pid);
+    const pid_t reaper = getpgid(sleeper_pid);  // the group's leader
+    ASSERT_GT(reaper, 0);
+    kill(reaper, SIGKILL);
+    runner.join();
+    ASSERT_TRUE(result.ok()) << result.error();
+    EXPECT_FALSE(result->timed_out) << "the orphaned group kept the pipe open until the timeout";
+    EXPECT_EQ(result->signal, SIGKILL);
+    const bool gone = test_support::process_gone_within(sleeper_pid, 10);
+    EXPECT_TRUE(gone) << "the command's background child outlived its reaper";
+    if (!gone) kill(sleeper_pid, SIGKILL);
 }
 
 // A child in a group of its own, sleeping until killed.

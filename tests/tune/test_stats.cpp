@@ -31,10 +31,20 @@ TEST(Stats, SignedRankIsExactForSmallSamples) {
     EXPECT_DOUBLE_EQ(signed_rank_p({}), 1.0);
 }
 
-TEST(Stats, SignedRankWithTiesUsesTheCorrectedNormalApproximation) {
-    // Ten equal differences: mid-rank 5.5 each, W+ = 55, mean 27.5, variance 10*11*21/24 -
-    // (10^3 - 10)/48 = 75.625; z = (27.5 - 0.5) / sqrt(75.625) = 3.10478; p = erfc(z / sqrt 2).
-    EXPECT_NEAR(signed_rank_p(std::vector<double>(10, 0.3)), 0.0019041950, 1e-9);
+TEST(Stats, SignedRankWithTiesIsExactToo) {
+    // Eight equal differences (quantised timings tie): mid-rank 4.5 each, and all eight positive
+    // is 1 of the 2^8 sign patterns, so p = 2/256 as without ties. The normal approximation would
+    // give 0.014 here, and a capped shape of 8 pairs could never reach 0.01.
+    EXPECT_DOUBLE_EQ(signed_rank_p(std::vector<double>(8, 0.3)), 2.0 / 256);
+    // d = 1, 1, -2, 3: mid-ranks 1.5, 1.5, 3, 4; W+ = 7 of 10, W- = 3. Sign patterns with a rank
+    // sum <= 3: {} 0, {1.5} x2, {3}, {1.5, 1.5} 3 -> 5 of 16; p = 2 * 5/16.
+    EXPECT_DOUBLE_EQ(signed_rank_p({1, 1, -2, 3}), 0.625);
+}
+
+TEST(Stats, SignedRankUsesTheCorrectedNormalApproximationAbove50) {
+    // Sixty equal differences: mid-rank 30.5 each, W+ = 1830, mean 915, variance 60*61*121/24 -
+    // (60^3 - 60)/48 = 18452.5 - 4498.75 = 13953.75; z = (915 - 0.5) / sqrt(13953.75) = 7.7416.
+    EXPECT_NEAR(signed_rank_p(std::vector<double>(60, 0.3)), std::erfc(914.5 / std::sqrt(13953.75) / std::sqrt(2.0)), 1e-20);
 }
 
 TEST(Stats, SignedRankFalsePositiveRateIsAboutAlpha) {

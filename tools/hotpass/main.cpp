@@ -1,10 +1,14 @@
 // hotpass: the command-line front end. Subcommands are thin; the work is in the libraries.
 #include <CLI/CLI.hpp>
+#include <signal.h>
 
 #include "commands.h"
 #include "hotpass/core/log.h"
 
 int main(int argc, char **argv) {
+    // A parent that ignored SIGCHLD passes that on through exec; children would then be reaped
+    // behind waitpid's back (builds, agent turns, executors), and their exit statuses lost.
+    signal(SIGCHLD, SIG_DFL);
     CLI::App app{
         "hotpass keeps an LLM forward pass fast as models, hardware and traffic change.\n"
         "Start with `hotpass model init --preset tiny-llama --out m` and "

@@ -54,8 +54,14 @@ pid_t fork_reaper(ReaperFork &held);
 // In the child of fork_reaper, instead of exec: runs `file` (execvp when envp is null, else
 // execve with envp) as the reaped command. Never returns.
 [[noreturn]] void exec_reaped(const ReaperFork &held, const char *file, char *const argv[], char *const envp[]);
-// Asks a reaper to end its command and descendants and waits for it: SIGTERM, then SIGKILL to its
-// process group if it has not gone after grace_seconds. Returns its wait status.
+// Whether the reaper has exited, without reaping it (its pid and group id stay reserved).
+bool reaper_exited(pid_t reaper);
+// Reaps an exited reaper (or kills it): SIGKILL to what is left of its process group first (a
+// reaper that could not read /proc leaves its group's processes behind), untracks the group, and
+// returns the wait status.
+int reap_reaper(pid_t reaper);
+// Asks a reaper to end its command and descendants and waits for it: SIGTERM, then reap_reaper,
+// whose group SIGKILL also ends a reaper that has not gone after grace_seconds. Returns its wait status.
 int end_reaper(pid_t reaper, double grace_seconds = 5);
 
 // Process groups of children that live in groups of their own (out of reach of the terminal's

@@ -15,10 +15,10 @@ double median(std::vector<double> values);
 double quantile(std::vector<double> values, double q);  // linear interpolation, q in [0, 1]
 
 // Two-sided p-value of the Wilcoxon signed-rank test that paired differences are symmetric about
-// zero. Zero differences are dropped (Wilcoxon's rule). Exact (the null distribution of the rank
-// sum, counted) up to 50 differences without ties; beyond that, or with tied magnitudes, the
-// normal approximation with tie and continuity corrections. The smallest p-value n differences can
-// give is 2 / 2^n: 0.0078 at 8, 0.0156 at 7.
+// zero. Zero differences are dropped (Wilcoxon's rule). Exact up to 50 differences (the null
+// distribution of the rank sum given the magnitudes, ties at mid-ranks, counted over the sign
+// patterns); beyond that the normal approximation with tie and continuity corrections. The
+// smallest p-value n differences can give is 2 / 2^n: 0.0078 at 8, 0.0156 at 7.
 double signed_rank_p(const std::vector<double> &differences);
 
 struct Interval {
