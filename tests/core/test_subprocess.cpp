@@ -68,6 +68,14 @@ protected:
         const std::string file = pid_file_.string();
         return "setsid sh -c 'echo $$ > " + file + "; exec sleep 300' & while [ ! -s " + file + " ]; do sleep 0.05; done; ";
     }
+    // Until the command has written the pid (up to 30 s on a loaded machine).
+    void wait_for_pid_file() const {
+        std::error_code code;
+        for (int i = 0; i < 3000 && !(std::filesystem::exists(pid_file_, code) && std::filesystem::file_size(pid_file_, code) > 0); ++i) {
+            usleep(10 * 1000);
+        }
+        usleep(50 * 1000);  // the whole line written
+    }
     void expect_escaped_one_ended() const {
         std::ifstream in(pid_file_);
         pid_t pid = 0;
@@ -109,11 +117,7 @@ TEST_F(Escapes, KillTrackedProcessGroupsReachesSetsidChildren) {
     options.timeout_seconds = 120;
     Result<ProcessResult> result = error("not run");
     std::thread runner([&] { result = run_process({"sh", "-c", escape() + "sleep 300"}, options); });
-    std::error_code code;
-    for (int i = 0; i < 3000 && !(std::filesystem::exists(pid_file_, code) && std::filesystem::file_size(pid_file_, code) > 0); ++i) {
-        usleep(10 * 1000);
-    }
-    usleep(50 * 1000);  // the whole line written
+    wait_for_pid_file();
     kill_tracked_process_groups();
     runner.join();
     ASSERT_TRUE(result.ok()) << result.error();
@@ -131,11 +135,7 @@ TEST_F(Escapes, AGroupOutlivingItsReaperIsKilledWhenTheReaperExits) {
     Result<ProcessResult> result = error("not run");
     const std::string file = pid_file_.string();
     std::thread runner([&] { result = run_process({"sh", "-c", "sleep 300 & echo $! > " + file + "; wait"}, options); });
-    std::error_code code;
-    for (int i = 0; i < 3000 && !(std::filesystem::exists(pid_file_, code) && std::filesystem::file_size(pid_file_, code) > 0); ++i) {
-        usleep(10 * 1000);
-    }
-    usleep(50 * 1000);
+    wait_for_pid_file();
     pid_t sleeper_pid = 0;
     ASSERT_TRUE(std::ifstream(pid_file_) >> sleeper_pid);
     const pid_t reaper = getpgid(sleeper_pid);  // the group's leader
