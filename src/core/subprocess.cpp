@@ -198,7 +198,7 @@ void exec_reaped(const ReaperFork &held, const char *file, char *const argv[], c
         const rlimit no_core{0, 0};
         setrlimit(RLIMIT_CORE, &no_core);
         const int sig = WTERMSIG(status);
-        signal(sig, SIG_DFL);
+        sigaction(sig, &default_action, nullptr);
         sigset_t just;
         sigemptyset(&just);
         sigaddset(&just, sig);
