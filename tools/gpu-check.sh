@@ -11,7 +11,7 @@
 #                                            HOTPASS_STAGE_FROM / HOTPASS_STAGE_DIR override both)
 # env:   BUILD_DIR (default build/gpu-stage if present, else build/cuda), HOTPASS_GPU_REBUILD=1 to
 #        configure+build even if a build is present,
-#        HOTPASS_GPU_SKIP_BENCH=1, HOTPASS_GPU_SKIP_HF=1, HOTPASS_GPU_HF_1B=0 (skip the 2.5 GB llama-3.2-1b
+#        HOTPASS_GPU_SKIP_TESTS=1 (no gtest/ctest part), HOTPASS_GPU_SKIP_BENCH=1, HOTPASS_GPU_SKIP_HF=1, HOTPASS_GPU_HF_1B=0 (skip the 2.5 GB llama-3.2-1b
 #        folder in the transformers check), HOTPASS_GPU_CTEST_ARGS (extra ctest args),
 #        HOTPASS_COMMIT (the commit to print where the checkout has no .git)
 set -uo pipefail
@@ -81,7 +81,9 @@ machine=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,n
 commit=${HOTPASS_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 echo "machine: ${machine:-no GPU}; commit $commit"
 
-if [ -f "$BUILD_DIR/CTestTestfile.cmake" ]; then
+if [ "${HOTPASS_GPU_SKIP_TESTS:-0}" = 1 ]; then
+  tests_line="GPU tests: not run in this call (HOTPASS_GPU_SKIP_TESTS=1)"
+elif [ -f "$BUILD_DIR/CTestTestfile.cmake" ]; then
   ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure ${HOTPASS_GPU_CTEST_ARGS:-} 2>&1 | tee "$OUT_DIR/ctest.log" | grep -E "Test +#|tests passed|FAILED|Failed|SKIPPED" | tail -80
   tests_line="ctest -L gpu: $(grep -E "tests passed" "$OUT_DIR/ctest.log" | tail -1)"
 else  # a staged build: the same tests, run directly
