@@ -35,6 +35,25 @@ using nlohmann::json;
 
 namespace {
 
+// --agent-command lines against the command agents of --agents: every command agent needs a line,
+// every line an agent (agent i runs line i mod the number of lines), and no line is blank.
+Status check_command_lines(const std::vector<std::string> &lines, int command_agents) {
+    for (const std::string &line : lines) {
+        if (line.find_first_not_of(" \t\n") == std::string::npos) return error("--agent-command: an empty command line");
+    }
+    if (command_agents > 0 && lines.empty()) {
+        return error("--agents command:{} needs the command to run: --agent-command 'my-agent --flag'", command_agents);
+    }
+    if (command_agents == 0 && !lines.empty()) {
+        return error("--agent-command is given but no command agent runs it: add command:N to --agents");
+    }
+    if (int(lines.size()) > command_agents) {
+        return error("{} --agent-command lines for {} command agent{}: each line needs its own agent (--agents command:{})", lines.size(),
+                     command_agents, command_agents == 1 ? "" : "s", lines.size());
+    }
+    return {};
+}
+
 std::string hardware_description(const std::string &device, int n_thread) {
     if (device == "cuda") {  // the context is created and destroyed here, before any executor is forked
         auto cuda = backend::create_backend(backend::DeviceKind::cuda);
@@ -63,7 +82,7 @@ json options_to_json(const CampaignOptions &o) {
                  for (const AgentSpec &a : o.agents) agents.push_back({{"kind", a.kind}, {"count", a.count}});
                  return agents;
              }()},
-            {"command", {{"command", o.command.command}, {"turn_seconds", o.command.turn_seconds}, {"max_turns", o.command.max_turns},
+            {"command", {{"commands", o.command_lines}, {"turn_seconds", o.command.turn_seconds}, {"max_turns", o.command.max_turns},
                          {"env", o.command.env}}},
             // No API key: a resumed campaign reads it from the environment again.
             {"llm", {{"base_url", o.llm.base_url}, {"model", o.llm.model}, {"max_tokens", o.llm.max_tokens}, {"max_turns", o.llm.max_turns},
@@ -96,7 +115,11 @@ void restore_options(CampaignOptions &o, const json &j) {
     }
     if (j.contains("command") && j["command"].is_object()) {
         const json &c = j["command"];
-        o.command.command = c.value("command", o.command.command);
+        if (c.contains("commands") && c["commands"].is_array()) {
+            o.command_lines = c["commands"].get<std::vector<std::string>>();
+        } else if (!c.value("command", std::string()).empty()) {  // campaigns stored with one command line
+            o.command_lines = {c["command"].get<std::string>()};
+        }
         o.command.turn_seconds = c.value("turn_seconds", o.command.turn_seconds);
         o.command.max_turns = c.value("max_turns", o.command.max_turns);
         o.command.env = c.value("env", o.command.env);
@@ -229,12 +252,12 @@ Status CampaignRun::setup() {
         base_elapsed_ = campaign_.elapsed_s;
     }
     // Agent configuration errors come before anything is written to the store.
+    int command_agents = 0;
     for (const AgentSpec &spec : options_.agents) {
-        if (spec.kind == "command" && options_.command.command.empty()) {
-            return error("--agents command:{} needs the command to run: --agent-command 'my-agent --flag'", spec.count);
-        }
+        if (spec.kind == "command") command_agents += spec.count;
         if (spec.kind == "llm") HP_TRY(agents::validate_llm_config(options_.llm));
     }
+    HP_TRY(check_command_lines(options_.command_lines, command_agents));
     if (options_.device != "cpu" && options_.device != "cuda") return error("unknown device '{}': cpu or cuda", options_.device);
     // So is the model: a typo would otherwise spend the budget restarting executors that cannot load it.
     if (Status model = model::check_model_spec(options_.model); !model.ok()) return error("--model {}: {}", options_.model, model.error());
@@ -294,11 +317,13 @@ Status CampaignRun::make_agents() {
                                 fmt::format("campaign-{}", campaign_.id);
     // What a command agent must leave alone: the sources every candidate starts from.
     const std::vector<fs::path> protected_dirs = {objects_.sources(source_hash_), options_.baseline_source};
+    size_t command_agents = 0;
     for (const AgentSpec &spec : options_.agents) {
         for (int i = 0; i < spec.count; ++i) {
             const std::string name = fmt::format("{}-{}", spec.kind, i + 1);
             if (spec.kind == "command") {
                 agents::CommandAgentConfig config = options_.command;
+                config.command = options_.command_lines[command_agents++ % options_.command_lines.size()];
                 config.device = options_.device;
                 std::error_code code;
                 const fs::path exe = fs::read_symlink("/proc/self/exe", code);

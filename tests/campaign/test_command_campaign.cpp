@@ -71,5 +71,47 @@ TEST(CommandCampaign, ScriptedAgentEditsSubmitsAndGetsEachVerdictRecorded) {
     fs::remove_all(root);
 }
 
+// Several --agent-command lines: command agent i runs line i mod n (three agents, two lines), each
+// in its own workspace; and the lines are checked against the command agents before anything is
+// stored (a line without an agent, an agent without a line, a blank line).
+TEST(CommandCampaign, EachCommandAgentRunsItsOwnLine) {
+    const fs::path root = fs::temp_directory_path() / ("hotpass-command-lines-" + std::to_string(getpid()));
+    fs::remove_all(root);
+    fs::create_directories(root);
+    const fs::path db = root / "store.db", log = root / "optimize.log";
+    auto optimize = [&](const std::string &agents) {
+        const std::string command = fmt::format(
+            "'{}' optimize --model preset:tiny-llama --fast-layers 1 --budget 5m --no-final {} --agent-turns 1 --agent-turn-seconds 60 "
+            "--store '{}' --out '{}' > '{}' 2>&1",
+            HOTPASS_CLI, agents, db.string(), (root / "out").string(), log.string());
+        const int status = std::system(command.c_str());
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    };
+
+    EXPECT_NE(optimize("--agents command:1 --agent-command 'echo a' --agent-command 'echo b'"), 0);
+    EXPECT_NE(read_text_file(log).value().find("2 --agent-command lines for 1 command agent"), std::string::npos) << read_text_file(log).value();
+    EXPECT_NE(optimize("--agents knob-search:1 --agent-command 'echo a'"), 0);
+    EXPECT_NE(read_text_file(log).value().find("no command agent runs it"), std::string::npos) << read_text_file(log).value();
+    EXPECT_NE(optimize("--agents command:1 --agent-command ' '"), 0);
+    EXPECT_NE(read_text_file(log).value().find("empty command line"), std::string::npos) << read_text_file(log).value();
+    EXPECT_FALSE(fs::exists(db) && !store::Store::open(db).value()->campaigns().value().empty()) << "a refused campaign was stored";
+
+    ASSERT_EQ(optimize("--agents command:3 --agent-command 'echo first > ran.txt' --agent-command 'echo second > ran.txt'"), 0)
+        << read_text_file(log).value();
+    auto store = store::Store::open(db).value();
+    const auto campaigns = store->campaigns().value();
+    ASSERT_EQ(campaigns.size(), 1u);
+    // Stored for --resume.
+    EXPECT_EQ(campaigns[0].options["command"]["commands"], nlohmann::json::array({"echo first > ran.txt", "echo second > ran.txt"}));
+    const fs::path workspaces = root / "workspaces" / fmt::format("campaign-{}", campaigns[0].id);
+    const std::map<std::string, std::string> expected = {{"command-1", "first\n"}, {"command-2", "second\n"}, {"command-3", "first\n"}};
+    for (const auto &[agent, line] : expected) {
+        auto ran = read_text_file(workspaces / agent / "ran.txt");
+        ASSERT_TRUE(ran.ok()) << agent << " ran no command; see " << log;
+        EXPECT_EQ(*ran, line) << agent;
+    }
+    fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace hp::campaign

@@ -53,7 +53,7 @@ struct OptimizeArgs {
     bool calibrate = false;
     int reference_tokens = 16;
     std::string baseline_source;
-    std::string agent_command;
+    std::vector<std::string> agent_commands;
     double agent_turn_seconds = 600;
     int agent_turns = 10;
     std::vector<std::string> agent_env;
@@ -91,7 +91,7 @@ int run_optimize(const OptimizeArgs &args) {
         return 2;
     }
     options.agents = *agents;
-    options.command.command = args.agent_command;
+    options.command_lines = args.agent_commands;
     options.command.turn_seconds = args.agent_turn_seconds;
     options.command.max_turns = args.agent_turns;
     options.command.env = args.agent_env;
@@ -281,6 +281,7 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
         "HOTPASS_LLM_BASE_URL / HOTPASS_LLM_MODEL / HOTPASS_LLM_API_KEY, or the OPENAI_* names).\n"
         "Examples: hotpass optimize --budget 20m --out campaign/\n"
         "          hotpass optimize --agents knob-search:1,command:1 --agent-command 'my-agent --yolo'\n"
+        "          hotpass optimize --agents command:2 --agent-command 'agent-a --flag' --agent-command 'agent-b'\n"
         "          HOTPASS_LLM_BASE_URL=http://127.0.0.1:8000/v1 HOTPASS_LLM_MODEL=qwen hotpass optimize --agents llm:2");
     optimize->add_option("--model", args->model,
                          "checkpoint folder or preset:NAME; auto: preset:llama-300m for budgets of 15 minutes or more, else "
@@ -297,9 +298,11 @@ void add_campaign_commands(CLI::App &app, int &exit_code) {
                          "kinds and counts, comma-separated: knob-search:N (random and evolve), knob-random:N, knob-evolve:N, "
                          "command:N (runs --agent-command), llm:N (talks to the HOTPASS_LLM_* endpoint)")
         ->capture_default_str();
-    optimize->add_option("--agent-command", args->agent_command,
+    optimize->add_option("--agent-command", args->agent_commands,
                          "command agents: the shell command line of one turn, run in the agent's workspace (cwd) with TASK.md, src/ "
-                         "and `hotpass submit DIR` on PATH");
+                         "and `hotpass submit DIR` on PATH; repeatable: command agent i runs the (i mod n)-th of n lines, so "
+                         "`--agents command:2 --agent-command 'agent-a' --agent-command 'agent-b'` runs one of each")
+        ->allow_extra_args(false);
     optimize->add_option("--agent-turn-seconds", args->agent_turn_seconds,
                          "command agents: wall time of one turn; the command's process group is then killed")
         ->capture_default_str()->check(seconds());

@@ -28,7 +28,10 @@ struct CampaignOptions {
     Budget budget{180, 0};
     bool budget_given = true;  // false on a resume: keep the campaign's own budget
     std::vector<AgentSpec> agents = {{"knob-random", 1}, {"knob-evolve", 1}};
-    agents::CommandAgentConfig command;  // the `command` agents' command line, turn budget, env
+    agents::CommandAgentConfig command;  // the `command` agents' turn budget and env (the line: command_lines)
+    // The `command` agents' shell command lines: command agent i runs command_lines[i % size()], so
+    // one campaign can run several coding-agent CLIs side by side.
+    std::vector<std::string> command_lines;
     agents::LlmConfig llm;               // the `llm` agents' endpoint (the API key is never stored)
     std::filesystem::path workspaces;    // command/llm agents' workspaces; empty: <store dir>/workspaces
     bool two_tiers = true;  // false: --tiers slow
