@@ -120,6 +120,8 @@ void restore_options(CampaignOptions &o, const json &j) {
         } else if (!c.value("command", std::string()).empty()) {  // campaigns stored with one command line
             o.command_lines = {c["command"].get<std::string>()};
         }
+        // Those could store a line that no agent ran (it was not checked then): it is not refused on resume.
+        if (std::none_of(o.agents.begin(), o.agents.end(), [](const AgentSpec &a) { return a.kind == "command"; })) o.command_lines.clear();
         o.command.turn_seconds = c.value("turn_seconds", o.command.turn_seconds);
         o.command.max_turns = c.value("max_turns", o.command.max_turns);
         o.command.env = c.value("env", o.command.env);
