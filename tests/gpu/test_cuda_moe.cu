@@ -113,7 +113,6 @@ struct Case {
     bool logit_flags = false;    // fused: the logits handed over as tagged words, no barrier 1 (knob moe_fused_logit_flags)
     bool tables_shared = false;  // fused: the expert tables copied to shared memory (knob moe_fused_tables_shared)
     int launches = 1;            // fused: launches on one barrier counter (and tag words); the earlier ones with an all-zero router
-    int down_l2 = 0;             // fused: the down rows prefetched into L2 (knob moe_fused_down_l2: 0, 1 or 2)
 };
 
 std::string describe(const Case &c) {
@@ -123,7 +122,6 @@ std::string describe(const Case &c) {
            (c.folded ? ", folded norm" : "") + (c.shared ? ", shared" : "") + (c.next_norm ? ", next norm" : "") +
            (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") + (c.fused ? std::string(", fused kernel, ") + moe::fused_down_name(c.down) : "") +
            (c.logit_flags ? ", tagged logits" : "") + (c.tables_shared ? ", tables in shared memory" : "") +
-           (c.down_l2 ? ", down rows into L2 " + std::to_string(c.down_l2) : "") +
            (c.launches > 1 ? ", launch " + std::to_string(c.launches) + " on one counter" : "") +
            (c.down_tiles > 1 ? ", down tiles " + std::to_string(c.down_tiles) : "");
 }
@@ -293,7 +291,6 @@ void run_case(const Case &c, uint32_t seed) {
                               arena.filled<float>(size_t(hp_cuda_gemv::device_sm_count()) * D, NAN),
                               c.logit_flags ? arena.filled<unsigned long long>(size_t(E), 0ull) : nullptr);
         f.tables_shared = c.tables_shared;
-        f.down_l2 = c.down_l2;
         if (c.launches > 1) {
             warm = f;
             warm.router = reinterpret_cast<const __nv_bfloat16 *>(arena.upload(warm_router));
@@ -680,13 +677,12 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
     };
     // How the logits reach the routing and the tables are read: barrier 1 and the tables in global
     // memory (the defaults), tagged words after two earlier launches on the same counter, the tables
-    // in shared memory; with them, the down rows prefetched into L2 or not (moe_fused_down_l2, a hint
-    // that must leave every output as it was; the staged and split forms ignore it).
+    // in shared memory.
     struct Handoff {
         bool logit_flags, tables_shared;
-        int launches, down_l2;
+        int launches;
     };
-    const Handoff handoffs[] = {{false, false, 1, 0}, {true, false, 3, 1}, {false, true, 1, 2}, {true, true, 2, 1}};
+    const Handoff handoffs[] = {{false, false, 1}, {true, false, 3}, {false, true, 1}, {true, true, 2}};
     uint32_t seed = 100;
     for (Case &c : cases) {  // the down forms: rows by register loads after gate/up (products by FMAs, on tensor cores), rows staged during it, split by gate/up items
         c.fused = true;
@@ -696,7 +692,6 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
                 c.logit_flags = handoff.logit_flags;
                 c.tables_shared = handoff.tables_shared;
                 c.launches = handoff.launches;
-                c.down_l2 = handoff.down_l2;
                 run_case(c, seed);
             }
         }

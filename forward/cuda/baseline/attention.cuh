@@ -345,12 +345,11 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
 // PREFETCH: each warp loads its next step's rows before this step's math (steps of at most
 // HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS tokens: latency-bound launches gain, full ones lose blocks per
 // SM). The variant for full launches (no prefetch, group <= 4) asks for HP_CUDA_ATTN_FD_MIN_BLOCKS
-// blocks per SM (at 4: 128 registers, no spills at d_head 64); the prefetching one of kFdWarps warps
-// at group <= 4 for HP_CUDA_ATTN_FD_PREFETCH_MIN_BLOCKS (default 1: no cap); the others would spill.
+// blocks per SM (at 4: 128 registers, no spills at d_head 64); the others would spill under it.
 // RING: knob attn_fd_ring (see fd_ring_bytes), a template argument so that test_cuda_attention runs
 // both load schedules whatever the build's knobs.
 template <hp_dtype KV, int D, int G, bool PREFETCH, int W = kFdWarps, bool CLUSTER = false, int RING = HP_CUDA_ATTN_FD_RING>
-__global__ void __launch_bounds__(W * 32, G > 4 ? 1 : !PREFETCH ? HP_CUDA_ATTN_FD_MIN_BLOCKS : W == kFdWarps ? HP_CUDA_ATTN_FD_PREFETCH_MIN_BLOCKS : 1) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
+__global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                                                         const int32_t *token_seq, const int32_t *block_tables,
                                                                         const void *k_cache, const void *v_cache, float *partial,
                                                                         int32_t *counters, __nv_bfloat16 *out) {

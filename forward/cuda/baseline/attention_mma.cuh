@@ -98,12 +98,12 @@ __device__ inline uint32_t word_of(const uint4 &v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// Arguments and outputs as decode_attention_kernel's; PREFETCH and the blocks-per-SM bounds too.
+// Arguments and outputs as decode_attention_kernel's; PREFETCH and the blocks-per-SM bound too.
 // RING, RING_EARLY: knobs attn_mma_ring(_128) and attn_mma_ring_early (template arguments so that
 // test_cuda_attention runs every form whatever the build's knobs).
 template <hp_dtype KV, int D, int G, bool PREFETCH, int RING = mma_ring<D>(), bool RING_EARLY = HP_CUDA_ATTN_MMA_RING_EARLY>
 __global__ void __launch_bounds__(kFdWarps * 32,
-                                  G > 4 || D > 64 ? 1 : PREFETCH ? HP_CUDA_ATTN_FD_PREFETCH_MIN_BLOCKS : HP_CUDA_ATTN_FD_MIN_BLOCKS)
+                                  PREFETCH || G > 4 || D > 64 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS)
     decode_attention_mma_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                 const int32_t *token_seq, const int32_t *block_tables,
                                 const void *k_cache, const void *v_cache, float *partial,

@@ -44,9 +44,6 @@
 #ifndef HP_CUDA_ATTN_FD_MIN_BLOCKS
 #define HP_CUDA_ATTN_FD_MIN_BLOCKS 4
 #endif
-#ifndef HP_CUDA_ATTN_FD_PREFETCH_MIN_BLOCKS
-#define HP_CUDA_ATTN_FD_PREFETCH_MIN_BLOCKS 1
-#endif
 #ifndef HP_CUDA_ATTN_FD_TARGET_BLOCKS
 #define HP_CUDA_ATTN_FD_TARGET_BLOCKS 512
 #endif
@@ -232,9 +229,6 @@
 #ifndef HP_CUDA_MOE_FUSED_TABLES_SHARED
 #define HP_CUDA_MOE_FUSED_TABLES_SHARED 1
 #endif
-#ifndef HP_CUDA_MOE_FUSED_DOWN_L2
-#define HP_CUDA_MOE_FUSED_DOWN_L2 0
-#endif
 #ifndef HP_CUDA_MOE_FUSED_SPLIT_ALIGN
 #define HP_CUDA_MOE_FUSED_SPLIT_ALIGN 8
 #endif
@@ -312,7 +306,6 @@ static_assert((HP_CUDA_ATTN_MMA_RING == 0 || (HP_CUDA_ATTN_MMA_RING >= 2 && HP_C
               "attn_mma_ring: 0 or 2..4; attn_mma_ring_128: 0 or 2..3");
 static_assert(HP_CUDA_ATTN_FD_RING == 0 || (HP_CUDA_ATTN_FD_RING >= 2 && HP_CUDA_ATTN_FD_RING <= 4), "attn_fd_ring: 0 or 2..4");
 static_assert(HP_CUDA_ATTN_MMA_RING_EARLY == 0 || HP_CUDA_ATTN_MMA_RING_EARLY == 1, "attn_mma_ring_early: 0 or 1");
-static_assert(HP_CUDA_ATTN_FD_PREFETCH_MIN_BLOCKS >= 1 && HP_CUDA_ATTN_FD_PREFETCH_MIN_BLOCKS <= 4, "attn_fd_prefetch_min_blocks: 1..4");
 static_assert(HP_CUDA_ATTN_FD_MIN_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_BLOCKS <= 16, "attn_fd_min_blocks: 1..16");
 static_assert(HP_CUDA_ATTN_FD_TARGET_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_STEPS >= 1, "attn_fd_target_blocks, attn_fd_min_steps: positive");
 static_assert(HP_CUDA_MOE_ROWS_PER_BLOCK >= 1 && HP_CUDA_MOE_ROWS_PER_BLOCK <= 32, "moe_rows_per_block: 1..32");
@@ -376,7 +369,6 @@ static_assert(HP_CUDA_MOE_FUSED_DOWN_MMA == 0 || HP_CUDA_MOE_FUSED_DOWN_MMA == 1
 static_assert(HP_CUDA_MOE_FUSED_SPLIT_DOWN == 0 || HP_CUDA_MOE_FUSED_SPLIT_DOWN == 1, "moe_fused_split_down: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_LOGIT_FLAGS == 0 || HP_CUDA_MOE_FUSED_LOGIT_FLAGS == 1, "moe_fused_logit_flags: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_TABLES_SHARED == 0 || HP_CUDA_MOE_FUSED_TABLES_SHARED == 1, "moe_fused_tables_shared: 0 or 1");
-static_assert(HP_CUDA_MOE_FUSED_DOWN_L2 >= 0 && HP_CUDA_MOE_FUSED_DOWN_L2 <= 2, "moe_fused_down_l2: 0, 1 or 2");
 static_assert(HP_CUDA_MOE_FUSED_SPLIT_ALIGN >= 8 && HP_CUDA_MOE_FUSED_SPLIT_ALIGN % 8 == 0, "moe_fused_split_align: a positive multiple of 8");
 static_assert(HP_CUDA_ATTN_FD_REDUCE_UNROLL >= 1 && HP_CUDA_ATTN_FD_REDUCE_UNROLL <= 64, "attn_fd_reduce_unroll: 1..64");
 static_assert(HP_CUDA_ATTN_FD_SMALL_WARPS >= 1 && HP_CUDA_ATTN_FD_SMALL_WARPS <= 8, "attn_fd_small_warps: 1..8 (shared memory of the block)");

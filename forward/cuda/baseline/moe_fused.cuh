@@ -91,7 +91,6 @@ struct FusedParams {
     float *partial = nullptr;               // split down: f32 [grid][d_model] workspace (without it, split down is not taken)
     bool stage_down = false;                // each block's first tile of down rows by bulk copies into shared memory (launch_fused sets it)
     int split_rows = 0;                     // split down: items a block takes (launch_fused sets it; 0: the tiled down)
-    int down_l2 = 0;                        // the block's down rows into L2 ahead of their loads (moe_fused_down_l2; not with staged or split down)
     unsigned long long *trace = nullptr;    // HP_CUDA_MOE_FUSED_TRACE builds, optional: [gridDim.x][kFusedTracePoints] global timer (ns)
     int d_model = 0, d_ff = 0;
 };
@@ -122,7 +121,6 @@ inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, f
     f.partial = partial;
     f.logit_tags = logit_tags;
     f.tables_shared = HP_CUDA_MOE_FUSED_TABLES_SHARED;
-    f.down_l2 = HP_CUDA_MOE_FUSED_DOWN_L2;
     f.d_model = s.d_model;
     f.d_ff = s.d_ff;
     return f;
@@ -325,19 +323,6 @@ __device__ inline void split_down(const FusedParams &p, const __nv_bfloat16 *act
     trace(9);
 }
 
-// moe_fused_down_l2: the rows of tile `tile` of experts [a0, k)'s down_proj (contiguous per expert)
-// into L2, one prefetch.global.L2 per 128-byte line, the block's threads taking the lines in turn.
-// Prefetches hold no registers and need no completion: the loads that follow find the lines in L2.
-__device__ inline void prefetch_down_tile(const __nv_bfloat16 *const *down_s, int a0, int k, int tile, int D, int F) {
-    const int rows = min(kTileRows, D - tile * kTileRows);
-    const int lines = int((int64_t(rows) * F * 2 + 127) / 128);
-    for (int i = threadIdx.x; i < (k - a0) * lines; i += blockDim.x) {
-        const int a = a0 + i / lines, line = i - (i / lines) * lines;
-        const char *at = reinterpret_cast<const char *>(down_s[a] + int64_t(tile) * kTileRows * F) + int64_t(line) * 128;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-    }
-}
-
 template <int PER_LANE, bool SPLIT, bool MMA>
 __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(const __grid_constant__ FusedParams p) {
     constexpr int U = kFusedUnroll, DU = kFusedDownUnroll, W = kFusedWarps;
@@ -448,9 +433,6 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
         if (blockIdx.x == 0) write_single_routing(route_s, k, p.routing, p.expert_counts, p.x_sum_sq != nullptr, inv_rms);
     }
     __syncthreads();
-    // moe_fused_down_l2 2: the block's whole first down tile into L2 now, to stream beside gate/up.
-    const bool down_l2 = !SPLIT && !staged && int(blockIdx.x) < n_tile;
-    if (down_l2 && p.down_l2 == 2) prefetch_down_tile(down_s, 0, k, blockIdx.x, D, F);
     trace(4);
 
     // Gate/up: one row of gate and of up per item, a warp's whole row in flight; the grid's warps
@@ -526,19 +508,10 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     trace(5);
     // The first tile's first loads before the barrier (the weights do not depend on act); warp 0's
     // after thread 0 has arrived, so that its release does not wait for them.
-    // moe_fused_down_l2 1: then the experts whose rows those first loads do not wholly cover into L2,
-    // so that they stream while the grid's slowest blocks finish gate/up.
     const bool first_loads = int(blockIdx.x) < n_tile && !staged;
-    const int l2_from = down_l2 && p.down_l2 == 1 ? min(k, MMA ? W * kRound / n_step_e : W * (DU / cpl) / kTileRows) : k;
-    if (first_loads && warp != 0) {
-        load_units(blockIdx.x, 0);
-        prefetch_down_tile(down_s, l2_from, k, blockIdx.x, D, F);
-    }
+    if (first_loads && warp != 0) load_units(blockIdx.x, 0);
     const unsigned long long target = fused_grid_arrive(p.barrier);
-    if (first_loads && warp == 0) {
-        load_units(blockIdx.x, 0);
-        prefetch_down_tile(down_s, l2_from, k, blockIdx.x, D, F);
-    }
+    if (first_loads && warp == 0) load_units(blockIdx.x, 0);
     fused_grid_wait(p.barrier, target);
     trace(6);
     for (int i = threadIdx.x; i < k * n_chunk_f; i += W * 32) reinterpret_cast<uint4 *>(act_s)[i] = __ldcg(reinterpret_cast<const uint4 *>(p.act) + i);
