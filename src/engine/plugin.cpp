@@ -100,10 +100,27 @@ ForwardPlugin::~ForwardPlugin() {
     if (handle_) dlclose(handle_);
 }
 
+// A plugin run on CUDA stays mapped until the process ends: the CUDA runtime (13.0, driver 580) can
+// hang in the first kernel launch of a plugin that was unloaded and loaded again.
+// test_cuda_baseline's RefusesTopKOutsideTheExperts loads the baseline three times in one process; the
+// third load's first launch spun in __cudaGetKernel on every run of some builds, and passed with
+// dlclose made a no-op (bench/RESULTS.md). Candidates have one file name per artifact (builder.cpp),
+// so a pinned library is never a stale build of another source.
+Status ForwardPlugin::keep_loaded() {
+    if (pinned_) return Status::success();
+    void *pin = dlopen(path_.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);  // sets RTLD_NODELETE on the loaded library
+    if (!pin) return error("cannot keep forward plugin {} loaded: {}", path_.string(), dlerror());
+    dlclose(pin);  // the reference taken here; the library stays
+    pinned_ = true;
+    return Status::success();
+}
+
 Status ForwardPlugin::create(const hp_model *model, int n_thread) { return create(model, n_thread, nullptr); }
 
 Status ForwardPlugin::create(const hp_model *model, int n_thread, backend::Backend *backend) {
     HP_CHECK(state_ == nullptr, "create() called twice on {}", path_.string());
+    // Pinned before create(), which may refuse the model: a refused load counts too (keep_loaded).
+    if (backend && backend->kind() == backend::DeviceKind::cuda) HP_TRY(keep_loaded());
     allocator_.set_backend(backend);
     services_.stream = backend ? backend->stream() : nullptr;
     services_.ctx = &allocator_;

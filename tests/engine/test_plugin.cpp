@@ -1,5 +1,6 @@
 #include "hotpass/engine/plugin.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -35,6 +36,39 @@ TEST(Plugin, BadPluginsAreClearErrors) {
     auto no_symbol = ForwardPlugin::open("/lib/x86_64-linux-gnu/libm.so.6");
     ASSERT_FALSE(no_symbol.ok());
     EXPECT_NE(no_symbol.error().find("does not export hp_forward_entry"), std::string::npos);
+}
+
+// Whether the library at `path` is mapped in this process (RTLD_NOLOAD loads nothing).
+bool library_loaded(const std::filesystem::path &path) {
+    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (handle) dlclose(handle);
+    return handle != nullptr;
+}
+
+// A destroyed plugin is unloaded, unless keep_loaded() pinned it (what create() does on a CUDA
+// backend, where a plugin unloaded and loaded again can hang the CUDA runtime: plugin.cpp). Two
+// different plugins, since a pinned library stays for the rest of the process.
+TEST(Plugin, KeepLoadedOutlivesThePlugin) {
+    auto unpinned = resolve_forward("reference");
+    auto pinned = resolve_forward("baseline");
+    ASSERT_TRUE(unpinned.ok()) << unpinned.error();
+    ASSERT_TRUE(pinned.ok()) << pinned.error();
+    {
+        auto plugin = ForwardPlugin::open(*unpinned);
+        ASSERT_TRUE(plugin.ok()) << plugin.error();
+        EXPECT_TRUE(library_loaded(*unpinned));
+    }
+    EXPECT_FALSE(library_loaded(*unpinned));
+    {
+        auto plugin = ForwardPlugin::open(*pinned);
+        ASSERT_TRUE(plugin.ok()) << plugin.error();
+        ASSERT_TRUE((*plugin)->keep_loaded().ok());
+        ASSERT_TRUE((*plugin)->keep_loaded().ok());  // idempotent
+    }
+    EXPECT_TRUE(library_loaded(*pinned));
+    auto again = ForwardPlugin::open(*pinned);  // the same mapping, usable again
+    ASSERT_TRUE(again.ok()) << again.error();
+    EXPECT_EQ((*again)->name(), "cpu-baseline");
 }
 
 TEST(Plugin, AllocatorTracksAndReleases) {

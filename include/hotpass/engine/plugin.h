@@ -45,8 +45,13 @@ public:
     // Creates the plugin's state for `model` (which must outlive the plugin).
     Status create(const hp_model *model, int n_thread);
     // The same on `backend` (which must outlive the plugin): the plugin allocates its memory
-    // there and gets backend->stream() as hp_services.stream. nullptr: as above.
+    // there and gets backend->stream() as hp_services.stream. nullptr: as above. On a CUDA backend
+    // it calls keep_loaded() first.
     Status create(const hp_model *model, int n_thread, backend::Backend *backend);
+    // Keeps the library mapped after this plugin is destroyed, until the process ends
+    // (RTLD_NODELETE): the CUDA runtime cannot be trusted with a plugin unloaded and loaded again
+    // (plugin.cpp), so each CUDA plugin a process creates costs its mapping for the process's life.
+    Status keep_loaded();
     // One engine step; errors carry the plugin's return code.
     Status forward(const hp_batch &batch, hp_output &out);
 
@@ -58,6 +63,7 @@ private:
     ForwardPlugin() = default;
     std::filesystem::path path_;
     void *handle_ = nullptr;
+    bool pinned_ = false;  // RTLD_NODELETE set: dlclose leaves the library mapped
     const hp_forward_vtable *vtable_ = nullptr;
     void *state_ = nullptr;
     PluginAllocator allocator_;
