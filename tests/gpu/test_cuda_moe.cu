@@ -676,8 +676,9 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
         {1, 32, 20, 256, 64, Routing::random, true, true, false, true, false, 16, true},
     };
     // How the logits reach the routing and the tables are read: barrier 1 and the tables in global
-    // memory (the defaults), tagged words after two earlier launches on the same counter, the tables
-    // in shared memory.
+    // memory, tagged words after two earlier launches on the same counter, the tables in shared
+    // memory, and both (the knobs' defaults), which plan_fused gives to the kernel compiled for them
+    // (DEFAULT_HANDOFF); the other three run the kernel that reads them at run time.
     struct Handoff {
         bool logit_flags, tables_shared;
         int launches;

@@ -323,9 +323,14 @@ __device__ inline void split_down(const FusedParams &p, const __nv_bfloat16 *act
     trace(9);
 }
 
-template <int PER_LANE, bool SPLIT, bool MMA>
+// DEFAULT_HANDOFF: compiled for the defaults, tagged logits and the tables in shared memory (the
+// caller checked p.logit_tags and p.tables_shared), so that neither the barrier-1 path nor the global
+// table look-ups are in the kernel. Code the kernel does not run still costs it: one untaken branch
+// measured +0.5% of qwen3-30b-a3b's batch-1 step, and this form -0.35% (bench/RESULTS.md).
+template <int PER_LANE, bool SPLIT, bool MMA, bool DEFAULT_HANDOFF>
 __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(const __grid_constant__ FusedParams p) {
     constexpr int U = kFusedUnroll, DU = kFusedDownUnroll, W = kFusedWarps;
+    const bool tagged = DEFAULT_HANDOFF || p.logit_tags, tables_shared = DEFAULT_HANDOFF || p.tables_shared;
     extern __shared__ __align__(128) unsigned char fused_shared[];
     __shared__ SingleRoute route_s;
     __shared__ const __nv_bfloat16 *gate_s[kMaxSingleExperts], *up_s[kMaxSingleExperts], *down_s[kMaxSingleExperts];
@@ -335,7 +340,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     const int n_warp = int(gridDim.x) * W, gw = int(blockIdx.x) * W + warp;
     const int D = p.d_model, F = p.d_ff, k = p.k, n_expert = p.n_expert;
     const int n_chunk = D / 8, n_chunk_f = F / 8, n_tile = (D + kTileRows - 1) / kTileRows;
-    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down, SPLIT ? p.split_rows : 0, MMA, p.tables_shared);
+    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down, SPLIT ? p.split_rows : 0, MMA, tables_shared);
     auto *h_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.h);
     auto *act_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.act);
     auto *logits_s = reinterpret_cast<float *>(fused_shared + layout.logits);
@@ -361,7 +366,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
         hp_cuda_gemv::mbarrier_init(down_bar, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    if (p.tables_shared) {  // the tables are the plugin's, written at create: not the previous kernel's output
+    if (tables_shared) {  // the tables are the plugin's, written at create: not the previous kernel's output
         for (int i = threadIdx.x; i < 3 * n_expert; i += W * 32) {
             const int which = i / n_expert, e = i - which * n_expert;
             tables_s[i] = (which == 0 ? p.gate : which == 1 ? p.up : p.down)[e];
@@ -370,7 +375,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     hp_cuda_gemv::wait_for_previous_grid();
     hp_cuda_gemv::launch_dependents();
     trace(1);
-    if (threadIdx.x == (W > 1 ? 32 : 0) && p.logit_tags) tag_s = fused_logit_tag(p.barrier);  // warp 1: warp 0 reads x_sum_sq meanwhile
+    if (threadIdx.x == (W > 1 ? 32 : 0) && tagged) tag_s = fused_logit_tag(p.barrier);  // warp 1: warp 0 reads x_sum_sq meanwhile
     if (warp == 0) {
         const float inv_rms = p.x_sum_sq ? hp_cuda_gemv::warp_inv_rms(p.x_sum_sq, p.n_sum_sq, D, p.norm_eps) : 1.0f;
         if (lane == 0) inv_rms_s = inv_rms;
@@ -378,7 +383,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
     for (int i = threadIdx.x; i < n_chunk; i += W * 32) reinterpret_cast<uint4 *>(h_s)[i] = reinterpret_cast<const uint4 *>(p.h)[i];
     __syncthreads();
     const float inv_rms = inv_rms_s;
-    const uint32_t tag = p.logit_tags ? tag_s : 0;
+    const uint32_t tag = tagged ? tag_s : 0;
     for (int e = gw; e < n_expert; e += n_warp) {
         float dot = 0.0f;
         for (int c0 = 0; c0 < n_chunk; c0 += 32 * U) {
@@ -398,16 +403,16 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
         for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
         if (lane == 0) {
             p.logits[e] = dot * inv_rms;
-            if (p.logit_tags) put_tagged_logit(p.logit_tags, e, tag, dot * inv_rms);
+            if (tagged) put_tagged_logit(p.logit_tags, e, tag, dot * inv_rms);
         }
     }
     if (HP_CUDA_MOE_FUSED_TRACE) __syncthreads();
     trace(2);
-    if (!p.logit_tags) fused_grid_sync(p.barrier);
+    if (!tagged) fused_grid_sync(p.barrier);
 
     // Route: every block from the same logits with the same arithmetic.
     if (warp == 0) {
-        if (p.logit_tags) {
+        if (tagged) {
             take_tagged_logits<PER_LANE>(p.logit_tags, n_expert, tag, logits_s);
         } else {
             for (int e = lane; e < n_expert; e += 32) logits_s[e] = __ldcg(p.logits + e);
@@ -417,9 +422,9 @@ __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(c
         route_single<PER_LANE>(logits_s, n_expert, k, p.norm_topk_prob, route_s);
         for (int a = lane; a < k; a += 32) {
             const int expert = route_s.expert[a];
-            gate_s[a] = p.tables_shared ? tables_s[expert] : p.gate[expert];
-            up_s[a] = p.tables_shared ? tables_s[n_expert + expert] : p.up[expert];
-            down_s[a] = p.tables_shared ? tables_s[2 * n_expert + expert] : p.down[expert];
+            gate_s[a] = tables_shared ? tables_s[expert] : p.gate[expert];
+            up_s[a] = tables_shared ? tables_s[n_expert + expert] : p.up[expert];
+            down_s[a] = tables_shared ? tables_s[2 * n_expert + expert] : p.down[expert];
         }
         __syncwarp();
         if (lane == 0 && staged) {  // the first tile's down rows of the k experts, streamed during gate/up
@@ -593,22 +598,28 @@ struct FusedLaunch {
     int split_rows = 0;
     size_t shared = 0;
 };
+template <bool SPLIT, bool MMA, bool DEFAULT_HANDOFF>
+inline void (*fused_kernel_of(int per_lane))(FusedParams) {
+    return per_lane <= 1   ? moe_fused_single_kernel<1, SPLIT, MMA, DEFAULT_HANDOFF>
+           : per_lane <= 2 ? moe_fused_single_kernel<2, SPLIT, MMA, DEFAULT_HANDOFF>
+           : per_lane <= 4 ? moe_fused_single_kernel<4, SPLIT, MMA, DEFAULT_HANDOFF>
+           : per_lane <= 8 ? moe_fused_single_kernel<8, SPLIT, MMA, DEFAULT_HANDOFF>
+                           : moe_fused_single_kernel<kMaxExpert / 32, SPLIT, MMA, DEFAULT_HANDOFF>;
+}
 template <bool SPLIT, bool MMA>
-inline void (*fused_kernel(int per_lane))(FusedParams) {
-    return per_lane <= 1   ? moe_fused_single_kernel<1, SPLIT, MMA>
-           : per_lane <= 2 ? moe_fused_single_kernel<2, SPLIT, MMA>
-           : per_lane <= 4 ? moe_fused_single_kernel<4, SPLIT, MMA>
-           : per_lane <= 8 ? moe_fused_single_kernel<8, SPLIT, MMA>
-                           : moe_fused_single_kernel<kMaxExpert / 32, SPLIT, MMA>;
+inline void (*fused_kernel(int per_lane, bool default_handoff))(FusedParams) {
+    return default_handoff ? fused_kernel_of<SPLIT, MMA, true>(per_lane) : fused_kernel_of<SPLIT, MMA, false>(per_lane);
 }
 inline FusedLaunch plan_fused(const FusedParams &p, FusedDown down) {
     const int per_lane = (p.n_expert + 31) / 32;
+    const bool default_handoff = p.logit_tags != nullptr && p.tables_shared;
     FusedLaunch l;
     if (down == FusedDown::split && p.partial) {
-        l.kernel = fused_kernel<true, false>(per_lane);
+        l.kernel = fused_kernel<true, false>(per_lane, default_handoff);
         l.split_rows = fused_split_rows(p.k, p.d_ff, hp_cuda_gemv::device_sm_count());
     } else {
-        l.kernel = down == FusedDown::mma ? fused_kernel<false, true>(per_lane) : fused_kernel<false, false>(per_lane);
+        l.kernel = down == FusedDown::mma ? fused_kernel<false, true>(per_lane, default_handoff)
+                                          : fused_kernel<false, false>(per_lane, default_handoff);
         l.stage_down = down == FusedDown::staged && fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, true, 0, false, p.tables_shared).total <= size_t(kFusedMaxShared);
     }
     l.shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, l.stage_down, l.split_rows, down == FusedDown::mma, p.tables_shared).total;
