@@ -139,10 +139,30 @@ struct FdShared {
     float weight[kFdMaxSplit][G];
     float total[G];  // the last block's sum over splits of weight * l, per head
     bool last;
-    // attn_fd_cluster: the block's split combined over its warps, read by the cluster's blocks (its
-    // acc in acc[0], which the combination overwrites in place).
-    float block_m[G], block_l[G];
 };
+
+// attn_fd_cluster: what a block receives from the cluster's blocks (itself included) before the
+// cluster barrier: every split's (max, sum) per head, and every split's unnormalised output over this
+// block's share of the group's outputs (share = ceil(group * D / n_split) outputs; split s's at
+// acc[s * share ...]). Pushed by the senders, so that after the barrier a block reads only its own
+// shared memory.
+template <int D, int G>
+struct FdClusterInbox {
+    float m[kFdMaxCluster][G], l[kFdMaxCluster][G];
+    float acc[G * D + kFdMaxCluster];  // n_split * share < group * D + n_split
+};
+template <int D, int G>
+__device__ inline FdClusterInbox<D, G> &fd_cluster_inbox() {
+    __shared__ FdClusterInbox<D, G> inbox;
+    return inbox;
+}
+
+// attn_fd_cluster: the kernel's first arrival at the cluster barrier (relaxed: it orders nothing),
+// waited for before the first push, so that no block writes into a block of its cluster that has not
+// started (the programming guide's condition for distributed shared memory). By then every block has
+// long arrived: the wait costs nothing.
+__device__ inline void fd_cluster_arrive_started() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+__device__ inline void fd_cluster_wait_started() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 
 // Whether token t is alone in its sequence (sequence t): then only its own position's K/V row is
 // written during the step. seq_token_start is a step input, readable before griddepcontrol.wait.
@@ -165,29 +185,44 @@ __device__ inline int64_t paged_row(const DecodeAttentionParams &p, const int32_
     return int64_t(table[block]) * p.block_tokens + at - block * p.block_tokens;
 }
 
-// attn_fd_cluster: the splits of (t, g) are the blocks of one cluster (rank = split), each holding
-// its split's (max, sum, acc) in shared memory. After a cluster barrier every block computes the
-// splits' weights and their total per head as the last block of the other path does (lane s takes
-// split s, warp reductions in the same order), then adds the splits in split order for its share of
-// the group's outputs, reading the others' acc (all n_split values of an output loaded at once): the
-// same arithmetic, so the same bits. A second barrier keeps every block's shared memory until the
-// others are done with it.
+// attn_fd_cluster: thread o = (h, i) of the combination of split `split`'s warps hands its result
+// to the cluster: (max, sum) of head h to block i's inbox for i < n_split, and output o to the inbox
+// of the block whose share holds it.
+template <int D, int G>
+__device__ inline void fd_cluster_push(int n_split, int split, int n_out, int o, float m, float l, float value) {
+    static_assert(kFdMaxCluster <= D, "a head's (max, sum) reach every split from threads i < n_split");
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    FdClusterInbox<D, G> &inbox = fd_cluster_inbox<D, G>();
+    const int h = o / D, i = o % D, share = (n_out + n_split - 1) / n_split, owner = o / share;
+    if (i < n_split) {
+        FdClusterInbox<D, G> *to = cluster.map_shared_rank(&inbox, i);
+        to->m[split][h] = m;
+        to->l[split][h] = l;
+    }
+    cluster.map_shared_rank(&inbox, owner)->acc[split * share + o - owner * share] = value;
+}
+
+// attn_fd_cluster: the splits of (t, g) are the blocks of one cluster (rank = split). Each block has
+// pushed its split's state into the cluster's inboxes (fd_cluster_push); after the cluster barrier
+// every block computes the splits' weights and their total per head as the last block of the other
+// path does (lane s takes split s, warp reductions in the same order), then adds the splits in split
+// order for its share of the group's outputs: the same arithmetic, so the same bits. Everything after
+// the barrier is in the block's own shared memory, so no block waits for another to finish reading
+// it (pulling the states through distributed shared memory took two remote round trips and a second
+// cluster barrier).
 template <int D, int G, int W>
 __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, int head0, int split, FdShared<D, G, W> &sh,
                                          __nv_bfloat16 *out) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
+    const FdClusterInbox<D, G> &inbox = fd_cluster_inbox<D, G>();
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int n_split = p.n_split, n_out = p.group * D, share = (n_out + n_split - 1) / n_split;
-    cluster.sync();  // every split's state is in its block's shared memory
+    cluster.sync();  // every split's pushes are in every inbox (released by the arrival, acquired by the wait)
     fd_trace(p, 5);
     for (int h = warp; h < p.group; h += W) {
-        float ms = -INFINITY, ls = 0.0f;
-        if (lane < n_split) {
-            const FdShared<D, G, W> *other = cluster.map_shared_rank(&sh, lane);
-            ms = other->block_m[h];
-            ls = other->block_l[h];
-        }
+        const float ms = lane < n_split ? inbox.m[lane][h] : -INFINITY, ls = lane < n_split ? inbox.l[lane][h] : 0.0f;
         float m_max = ms;
         for (int offset = 16; offset > 0; offset /= 2) m_max = fmaxf(m_max, __shfl_xor_sync(0xffffffffu, m_max, offset));
         const float weight = lane < n_split && ms != -INFINITY ? exp2f(ms - m_max) : 0.0f;
@@ -198,15 +233,12 @@ __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, 
         if (lane == 0) sh.total[h] = total;
     }
     __syncthreads();
-    const float *rank_acc[kFdMaxCluster];
-#pragma unroll
-    for (int s = 0; s < kFdMaxCluster; ++s) rank_acc[s] = &(s < n_split ? cluster.map_shared_rank(&sh, s) : &sh)->acc[0][0][0];
-    const int end = min(n_out, (split + 1) * share);
-    for (int o = split * share + int(threadIdx.x); o < end; o += W * 32) {
+    const int first = split * share, end = min(n_out, first + share);
+    for (int o = first + int(threadIdx.x); o < end; o += W * 32) {
         const int h = o / D;
         float acc[kFdMaxCluster];
 #pragma unroll
-        for (int s = 0; s < kFdMaxCluster; ++s) acc[s] = s < n_split ? rank_acc[s][o] : 0.0f;
+        for (int s = 0; s < kFdMaxCluster; ++s) acc[s] = s < n_split ? inbox.acc[s * share + o - first] : 0.0f;
         float value = 0.0f;
 #pragma unroll
         for (int s = 0; s < kFdMaxCluster; ++s) {
@@ -214,7 +246,6 @@ __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, 
         }
         out[(int64_t(t) * p.n_head + head0 + h) * D + o % D] = __float2bfloat16_rn(value / sh.total[h]);
     }
-    cluster.sync();  // the other blocks may still be reading this block's shared memory
 }
 
 // The end of a flash-decoding block once every warp has written its state to `sh`: the warps are
@@ -227,6 +258,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     const int group = p.group, head0 = g * group;
     __syncthreads();
     fd_trace(p, 3);
+    if constexpr (CLUSTER) fd_cluster_wait_started();
     // The block's warps in warp order; a warp without positions has m = -inf and weighs 0.
     const int64_t partial_row = int64_t(D + 2);
     for (int o = threadIdx.x; o < group * D; o += W * 32) {
@@ -244,11 +276,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
             continue;
         }
         if constexpr (CLUSTER) {
-            if (i == 0) {
-                sh.block_m[h] = m_max;
-                sh.block_l[h] = sum;
-            }
-            sh.acc[0][h][i] = value;  // only this thread reads element (h, i) of the warps' acc
+            fd_cluster_push<D, G>(p.n_split, split, group * D, o, m_max, sum, value);
             continue;
         }
         float *row = partial + ((int64_t(t) * p.n_head + head0 + h) * p.n_split + split) * partial_row;
@@ -357,6 +385,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_F
     __shared__ FdShared<D, G, W> sh;
     static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
     fd_trace(p, 0);
+    if constexpr (CLUSTER) fd_cluster_arrive_started();
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
     // Grid (kv head, token, split), or (split, kv head, token) in clusters of the splits.
     const int g = CLUSTER ? blockIdx.y : blockIdx.x, t = CLUSTER ? blockIdx.z : blockIdx.y, split = CLUSTER ? blockIdx.x : blockIdx.z;
