@@ -14,10 +14,10 @@
 // the (token, kv head) to arrive (atomic counter) adds the splits in split order (deterministic
 // whatever the arrival order) and writes the output, and sets the counter back to zero for the
 // next step (graph replays need no reset). With knob attn_fd_cluster the splits of a (token, kv
-// head) run as one thread-block cluster instead (grid (split, kv head, token)): each block keeps its
-// split's state in shared memory, and after a cluster barrier every block adds the splits, in split
-// order, for its share of the outputs through distributed shared memory (the same sums, no trip
-// through L2 and no counter). Positions [0, positions[t]] of the token's sequence are
+// head) run as one thread-block cluster instead (grid (split, kv head, token)): each block writes its
+// split's state into the other blocks' shared memory (distributed shared memory), and after one
+// cluster barrier every block adds the splits, in split order, for its share of the outputs (the
+// same sums, no trip through L2 and no counter). Positions [0, positions[t]] of the token's sequence are
 // attended (the head kernel, or the q/k/v launch's head epilogue, has written position positions[t]
 // before; older rows may be loaded before griddepcontrol.wait: knob attn_fd_early_kv). 16-bit KV (bf16, f16),
 // d_head 32, 64 or 128, group <= kMaxGroup; other shapes use attention_split_kernel.
