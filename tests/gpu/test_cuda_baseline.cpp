@@ -141,6 +141,25 @@ TEST(CudaBaselineConfig, RefusesTopKOutsideTheExperts) {
     EXPECT_TRUE(engine.ok()) << engine.error();
 }
 
+// The baseline unloaded and loaded again in one process, each load running a step: the pattern of the
+// executor's swaps. The CUDA runtime (13.0) hung in the first kernel launch of a plugin loaded again
+// (RefusesTopKOutsideTheExperts above, 2026-12-05), which ForwardPlugin::keep_loaded avoids by keeping
+// CUDA plugins mapped; this and that test are its regression tests on the device.
+TEST(CudaBaselineConfig, PluginLoadedAgainRunsSteps) {
+    if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    auto model = random_model("tiny-moe");
+    ASSERT_TRUE(model.ok()) << model.error();
+    for (int load = 0; load < 3; ++load) {
+        engine::EngineOptions options;
+        options.device = backend::DeviceKind::cuda;
+        options.forward = "baseline";
+        options.kv.max_tokens = 64;
+        options.warm_up = true;  // one one-token step before create() returns: this load's kernels launch
+        auto engine = engine::Engine::create(*model, options);
+        ASSERT_TRUE(engine.ok()) << "load " << load << ": " << engine.error();
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyPresets, CudaBaselineVsReference,
                          testing::Values(PresetCase{"tiny-llama", DType::bf16}, PresetCase{"tiny-llama3", DType::bf16},
                                          PresetCase{"tiny-qwen2", DType::bf16}, PresetCase{"tiny-qwen3", DType::bf16},
