@@ -326,7 +326,7 @@ __device__ inline void split_down(const FusedParams &p, const __nv_bfloat16 *act
 // DEFAULT_HANDOFF: compiled for the defaults, tagged logits and the tables in shared memory (the
 // caller checked p.logit_tags and p.tables_shared), so that neither the barrier-1 path nor the global
 // table look-ups are in the kernel. Code the kernel does not run still costs it: one untaken branch
-// measured +0.5% of qwen3-30b-a3b's batch-1 step, and this form -0.35% (bench/RESULTS.md).
+// measured +0.5% of qwen3-30b-a3b's batch-1 step, and this form -0.5% (H100; bench/RESULTS.md).
 template <int PER_LANE, bool SPLIT, bool MMA, bool DEFAULT_HANDOFF>
 __global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(const __grid_constant__ FusedParams p) {
     constexpr int U = kFusedUnroll, DU = kFusedDownUnroll, W = kFusedWarps;
