@@ -25,6 +25,7 @@ if [ "${1:-}" = --stage ]; then
     if [ -x "$from/bin/$b" ]; then strip -o "$stage/bin/$b" "$from/bin/$b"; else echo "not built, not staged: $b"; fi
   done
   for so in "$from"/lib/hotpass/forward/*.so; do strip --strip-debug -o "$stage/lib/hotpass/forward/$(basename "$so")" "$so"; done
+  [ -f "$from/lib/libhotpass_stall_backtrace.so" ] && cp "$from/lib/libhotpass_stall_backtrace.so" "$stage/lib/"
   for lib in libfmt.so.9 libspdlog.so.1.10 libxxhash.so.0 libcpp-httplib.so.0.11 libsqlite3.so.0 libseccomp.so.2 \
              libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1; do
     cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/runtime-libs/" 2>/dev/null
@@ -88,9 +89,16 @@ elif [ -f "$BUILD_DIR/CTestTestfile.cmake" ]; then
   tests_line="ctest -L gpu: $(grep -E "tests passed" "$OUT_DIR/ctest.log" | tail -1)"
 else  # a staged build: the same tests, run directly
   : > "$OUT_DIR/ctest.log"
+  # A test still running at its timeout gets SIGUSR1 first: with bench/gpu/stall_backtrace.cpp preloaded
+  # its main thread writes where it is (symbolize with addr2line on the build machine); 10 s later, KILL.
+  preload=()
+  [ -f "$BUILD_DIR/lib/libhotpass_stall_backtrace.so" ] && preload=(env "LD_PRELOAD=$BUILD_DIR/lib/libhotpass_stall_backtrace.so")
   for t in $GPU_TESTS; do
     [ -x "$BUILD_DIR/bin/$t" ] || { echo "not staged: $t"; continue; }
-    timeout "${HOTPASS_GPU_TEST_TIMEOUT:-300}" "$BUILD_DIR/bin/$t" --gtest_color=no 2>&1 | tee -a "$OUT_DIR/ctest.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|actual|check failed" | head -60
+    timeout -s USR1 -k 10 "${HOTPASS_GPU_TEST_TIMEOUT:-300}" "${preload[@]}" "$BUILD_DIR/bin/$t" --gtest_color=no 2>&1 | tee -a "$OUT_DIR/ctest.log" |
+      grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|actual|check failed|^=== stall_backtrace|^/.*\(.*\+0x" | head -60
+    status=${PIPESTATUS[0]}
+    [ "$status" -eq 124 ] || [ "$status" -eq 137 ] && echo "$t: stopped at its timeout (${HOTPASS_GPU_TEST_TIMEOUT:-300} s; HOTPASS_GPU_TEST_TIMEOUT)"
   done
   tests_line="gtest (gpu): $(grep -c '^\[       OK \]' "$OUT_DIR/ctest.log") passed, $(grep -c '^\[  FAILED  \] .*\.' "$OUT_DIR/ctest.log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$OUT_DIR/ctest.log") skipped"
 fi
