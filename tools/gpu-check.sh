@@ -89,13 +89,11 @@ elif [ -f "$BUILD_DIR/CTestTestfile.cmake" ]; then
   tests_line="ctest -L gpu: $(grep -E "tests passed" "$OUT_DIR/ctest.log" | tail -1)"
 else  # a staged build: the same tests, run directly
   : > "$OUT_DIR/ctest.log"
-  # A test still running at its timeout gets SIGUSR1 first: with bench/gpu/stall_backtrace.cpp preloaded
-  # its main thread writes where it is (symbolize with addr2line on the build machine); 10 s later, KILL.
-  preload=()
-  [ -f "$BUILD_DIR/lib/libhotpass_stall_backtrace.so" ] && preload=(env "LD_PRELOAD=$BUILD_DIR/lib/libhotpass_stall_backtrace.so")
+  # A test still running at its timeout writes its main thread's backtrace first (bench/gpu/run_test.sh;
+  # symbolize with addr2line on the build machine), then is killed.
   for t in $GPU_TESTS; do
     [ -x "$BUILD_DIR/bin/$t" ] || { echo "not staged: $t"; continue; }
-    timeout -s USR1 -k 10 "${HOTPASS_GPU_TEST_TIMEOUT:-300}" "${preload[@]}" "$BUILD_DIR/bin/$t" --gtest_color=no 2>&1 | tee -a "$OUT_DIR/ctest.log" |
+    "$ROOT/bench/gpu/run_test.sh" "$BUILD_DIR" "${HOTPASS_GPU_TEST_TIMEOUT:-300}" "$BUILD_DIR/bin/$t" --gtest_color=no 2>&1 | tee -a "$OUT_DIR/ctest.log" |
       grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|actual|check failed|^=== stall_backtrace|^/.*\(.*\+0x" | head -60
     status=${PIPESTATUS[0]}
     [ "$status" -eq 124 ] || [ "$status" -eq 137 ] && echo "$t: stopped at its timeout (${HOTPASS_GPU_TEST_TIMEOUT:-300} s; HOTPASS_GPU_TEST_TIMEOUT)"

@@ -34,11 +34,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm 
 if [ "${HOTPASS_AB_SKIP_TESTS:-0}" != 1 ]; then
   for t in ${HOTPASS_AB_TESTS:-test_cuda_attention test_cuda_gemv test_cuda_gemv_l2 test_cuda_moe test_cuda_baseline}; do
     [ -x "$STAGE/bin/$t" ] || { echo "not staged: $t"; continue; }
-    # At the timeout SIGUSR1 first: with the stall backtrace preloaded (tools/gpu-check.sh) a hang
-    # writes where its main thread is; 10 s later, KILL.
-    preload=()
-    [ -f "$STAGE/lib/libhotpass_stall_backtrace.so" ] && preload=(env "LD_PRELOAD=$STAGE/lib/libhotpass_stall_backtrace.so")
-    timeout -s USR1 -k 10 300 "${preload[@]}" "$STAGE/bin/$t" --gtest_color=no > "$OUT_DIR/$t.log" 2>&1
+    # At 300 s a hang writes its main thread's backtrace first (run_test.sh), then is killed.
+    "$ROOT/bench/gpu/run_test.sh" "$STAGE" 300 "$STAGE/bin/$t" --gtest_color=no > "$OUT_DIR/$t.log" 2>&1
     echo "$t: exit $? $(grep -c '^\[       OK \]' "$OUT_DIR/$t.log") ok, $(grep -c '^\[  FAILED  \] .*\.' "$OUT_DIR/$t.log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$OUT_DIR/$t.log") skipped"
     grep -E "^\[  FAILED  \]|Failure|got .* expected|^=== stall_backtrace|^/.*\(.*\+0x" "$OUT_DIR/$t.log" | head -40
   done
