@@ -13,7 +13,9 @@
 #        configure+build even if a build is present,
 #        HOTPASS_GPU_SKIP_TESTS=1 (no gtest/ctest part), HOTPASS_GPU_SKIP_BENCH=1, HOTPASS_GPU_SKIP_HF=1, HOTPASS_GPU_HF_1B=0 (skip the 2.5 GB llama-3.2-1b
 #        folder in the transformers check), HOTPASS_GPU_CTEST_ARGS (extra ctest args),
-#        HOTPASS_COMMIT (the commit to print where the checkout has no .git)
+#        HOTPASS_COMMIT (the commit to print where the checkout has no .git), HOTPASS_GPU_TESTS (the test
+#        binaries to run, space-separated; default all of GPU_TESTS below), HOTPASS_GPU_TEST_TIMEOUT (seconds
+#        per test binary, default 300)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GPU_TESTS="test_synthetic_device test_cuda_reference test_cuda_baseline test_cuda_gemv test_cuda_gemv_l2 test_cuda_attention test_cuda_moe test_adversarial_cuda"
@@ -91,7 +93,7 @@ else  # a staged build: the same tests, run directly
   : > "$OUT_DIR/ctest.log"
   # A test still running at its timeout writes its main thread's backtrace first (bench/gpu/run_test.sh;
   # symbolize with addr2line on the build machine), then is killed.
-  for t in $GPU_TESTS; do
+  for t in ${HOTPASS_GPU_TESTS:-$GPU_TESTS}; do
     [ -x "$BUILD_DIR/bin/$t" ] || { echo "not staged: $t"; continue; }
     "$ROOT/bench/gpu/run_test.sh" "$BUILD_DIR" "${HOTPASS_GPU_TEST_TIMEOUT:-300}" "$BUILD_DIR/bin/$t" --gtest_color=no 2>&1 | tee -a "$OUT_DIR/ctest.log" |
       grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error|Expected|Which is|actual|check failed|^=== stall_backtrace|^/.*\(.*\+0x" | head -60

@@ -160,33 +160,38 @@ bool reserve(BaselineState &state, int n_token) {
     const size_t n = size_t(std::max(n_token, 16)), f = sizeof(float), b = sizeof(__nv_bfloat16);
     const size_t q_width = size_t(c.n_head) * c.d_head, kv_width = size_t(c.n_head_kv) * c.d_head;
     const size_t k = size_t(std::max(c.n_expert_used, 1)), ff = size_t(max_ff_width(c));
-    auto &list = state.activation_allocations;
+    bool all_taken = true;  // a failed allocation leaves capacity 0 (create() reports out of memory)
+    auto take = [&](size_t bytes) {
+        void *ptr = state_alloc(state, bytes, state.activation_allocations);
+        all_taken = all_taken && ptr;
+        return ptr;
+    };
     Activations &a = state.act;
-    a.x = static_cast<float *>(state_alloc(state, n * c.d_model * f, list));
-    a.q = static_cast<float *>(state_alloc(state, n * q_width * f, list));
-    a.k = static_cast<float *>(state_alloc(state, n * kv_width * f, list));
-    a.v = static_cast<float *>(state_alloc(state, n * kv_width * f, list));
-    a.gate = static_cast<float *>(state_alloc(state, n * ff * f, list));
-    a.up = static_cast<float *>(state_alloc(state, n * ff * f, list));
-    a.router = static_cast<float *>(state_alloc(state, n * std::max(c.n_expert, 1) * f, list));
-    a.expert_weight = static_cast<float *>(state_alloc(state, n * k * f, list));
-    a.expert_out = static_cast<float *>(state_alloc(state, n * k * c.d_model * f, list));
-    a.shared_out = static_cast<float *>(state_alloc(state, n * c.d_model * f, list));
-    a.shared_logit = static_cast<float *>(state_alloc(state, n * f, list));
-    a.h = static_cast<__nv_bfloat16 *>(state_alloc(state, n * c.d_model * b, list));
-    a.attn = static_cast<__nv_bfloat16 *>(state_alloc(state, n * q_width * b, list));
-    a.act = static_cast<__nv_bfloat16 *>(state_alloc(state, n * k * ff * b, list));
-    a.expert_index = static_cast<int32_t *>(state_alloc(state, n * k * sizeof(int32_t), list));
-    a.token_seq = static_cast<int32_t *>(state_alloc(state, n * sizeof(int32_t), list));
-    a.sum_sq = static_cast<float *>(state_alloc(state, n * size_t((c.d_model + 15) / 16) * f, list));
+    a.x = static_cast<float *>(take(n * c.d_model * f));
+    a.q = static_cast<float *>(take(n * q_width * f));
+    a.k = static_cast<float *>(take(2 * n * kv_width * f));
+    a.v = a.k + n * kv_width;  // one allocation: gemm_pair's output stride
+    a.gate = static_cast<float *>(take(2 * n * ff * f));
+    a.up = a.gate + n * ff;  // one allocation: gemm_pair's output stride
+    a.router = static_cast<float *>(take(n * std::max(c.n_expert, 1) * f));
+    a.expert_weight = static_cast<float *>(take(n * k * f));
+    a.expert_out = static_cast<float *>(take(n * k * c.d_model * f));
+    a.shared_out = static_cast<float *>(take(n * c.d_model * f));
+    a.shared_logit = static_cast<float *>(take(n * f));
+    a.h = static_cast<__nv_bfloat16 *>(take(n * c.d_model * b));
+    a.attn = static_cast<__nv_bfloat16 *>(take(n * q_width * b));
+    a.act = static_cast<__nv_bfloat16 *>(take(n * k * ff * b));
+    a.expert_index = static_cast<int32_t *>(take(n * k * sizeof(int32_t)));
+    a.token_seq = static_cast<int32_t *>(take(n * sizeof(int32_t)));
+    a.sum_sq = static_cast<float *>(take(n * size_t((c.d_model + 15) / 16) * f));
     const size_t n_expert = size_t(std::max(c.n_expert, 1)), i32 = sizeof(int32_t);
-    a.expert_act = static_cast<__nv_bfloat16 *>(state_alloc(state, n * k * size_t(std::max(c.d_ff_expert, 1)) * b, list));
-    a.n_active = static_cast<int32_t *>(state_alloc(state, i32, list));
-    a.active_expert = static_cast<int32_t *>(state_alloc(state, n_expert * i32, list));
-    a.group_start = static_cast<int32_t *>(state_alloc(state, (n_expert + 1) * i32, list));
-    a.group_pair = static_cast<int32_t *>(state_alloc(state, n * k * i32, list));
-    a.inv_rms = static_cast<float *>(state_alloc(state, n * f, list));
-    a.capacity = list.size() == 23 ? int(n) : 0;
+    a.expert_act = static_cast<__nv_bfloat16 *>(take(n * k * size_t(std::max(c.d_ff_expert, 1)) * b));
+    a.n_active = static_cast<int32_t *>(take(i32));
+    a.active_expert = static_cast<int32_t *>(take(n_expert * i32));
+    a.group_start = static_cast<int32_t *>(take((n_expert + 1) * i32));
+    a.group_pair = static_cast<int32_t *>(take(n * k * i32));
+    a.inv_rms = static_cast<float *>(take(n * f));
+    a.capacity = all_taken ? int(n) : 0;
     if (a.capacity > 0 && state.step_ops) build_step_ops(state);
     return a.capacity > 0;
 }
@@ -198,6 +203,26 @@ bool gemm(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, float *
                                                w.n_in, x, CUDA_R_16BF, w.n_in, &beta, y, CUDA_R_32F, ldc ? ldc : w.n_out,
                                                CUBLAS_COMPUTE_32F, cublasGemmAlgo_t(HP_CUDA_GEMM_ALGO));
     if (status != CUBLAS_STATUS_SUCCESS) log_message(state, HP_LOG_ERROR, "cublasGemmEx", cublasGetStatusString(status));
+    return status == CUBLAS_STATUS_SUCCESS;
+}
+
+// Y0 = X W0^T and Y1 = X W1^T (f32, n_row rows each) as one cublasGemmStridedBatchedEx of two: one
+// launch instead of two (knob gemm_pair: gate and up, k and v). The batch stride is the distance between
+// the two matrices and between the two outputs, which must be positive (W1 above W0 in memory, as a
+// loader that keeps a checkpoint's order, gate_proj before up_proj and k_proj before v_proj, places
+// them; a.up follows a.gate and a.v follows a.k in one allocation); otherwise two GEMMs.
+bool gemm_pair(BaselineState &state, const Matrix &w0, const Matrix &w1, const __nv_bfloat16 *x, float *y0, float *y1, int n_row) {
+    // Element distances between separate allocations: as addresses (bf16 and f32 buffers are aligned to their size).
+    const long long stride_w = (long long)(reinterpret_cast<uintptr_t>(w1.w) - reinterpret_cast<uintptr_t>(w0.w)) / 2;
+    const long long stride_y = (long long)(reinterpret_cast<uintptr_t>(y1) - reinterpret_cast<uintptr_t>(y0)) / 4;
+    if (w0.n_out != w1.n_out || w0.n_in != w1.n_in || stride_w <= 0 || stride_y < int64_t(n_row) * w0.n_out) {
+        return gemm(state, w0, x, y0, n_row, 0.0f) && gemm(state, w1, x, y1, n_row, 0.0f);
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t status = cublasGemmStridedBatchedEx(
+        state.cublas, CUBLAS_OP_T, CUBLAS_OP_N, w0.n_out, n_row, w0.n_in, &alpha, w0.w, CUDA_R_16BF, w0.n_in, stride_w, x, CUDA_R_16BF,
+        w0.n_in, 0, &beta, y0, CUDA_R_32F, w0.n_out, stride_y, 2, CUBLAS_COMPUTE_32F, cublasGemmAlgo_t(HP_CUDA_GEMM_ALGO));
+    if (status != CUBLAS_STATUS_SUCCESS) log_message(state, HP_LOG_ERROR, "cublasGemmStridedBatchedEx", cublasGetStatusString(status));
     return status == CUBLAS_STATUS_SUCCESS;
 }
 
@@ -298,7 +323,8 @@ bool project(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, floa
 }
 
 // act[n_row][width] (bf16) = silu(X Wg^T + bg) * (X Wu^T + bu): one fused GEMV for decode steps
-// (HP_CUDA_GEMV_FUSE), else two projections and the SiLU kernel (gate and up as f32 scratch).
+// (HP_CUDA_GEMV_FUSE), else two projections (on cuBLAS one batched GEMM, knob gemm_pair) and the
+// SiLU kernel (gate and up as f32 scratch).
 // Decode GEMV only: with `norm` the input x holds the folded norm's operand (see project).
 bool gate_up(BaselineState &state, const Matrix &w_gate, const Matrix &w_up, const hp_tensor *b_gate, const hp_tensor *b_up,
              const __nv_bfloat16 *x, int n_row, __nv_bfloat16 *act, const FoldedNorm *norm = nullptr, uint64_t prefetch_front = 0) {
@@ -320,7 +346,14 @@ bool gate_up(BaselineState &state, const Matrix &w_gate, const Matrix &w_up, con
         hp_cuda_gemv::launch<hp_cuda_gemv::kSiluMul>(p, state.stream);
         return true;
     }
-    const bool ok = project(state, w_gate, x, a.gate, n_row, false, b_gate, norm) && project(state, w_up, x, a.up, n_row, false, b_up, norm);
+    bool ok;
+    if (HP_CUDA_GEMM_PAIR && !use_gemv(state, n_row)) {
+        ok = gemm_pair(state, w_gate, w_up, x, a.gate, a.up, n_row);
+        if (b_gate) add_bias(state, a.gate, n_row, *b_gate);
+        if (b_up) add_bias(state, a.up, n_row, *b_up);
+    } else {
+        ok = project(state, w_gate, x, a.gate, n_row, false, b_gate, norm) && project(state, w_up, x, a.up, n_row, false, b_up, norm);
+    }
     silu_mul_bf16_kernel<<<blocks_for(int64_t(n_row) * w_gate.n_out, 256), 256, 0, state.stream>>>(a.gate, a.up, act,
                                                                                                   int64_t(n_row) * w_gate.n_out);
     return ok;
@@ -957,9 +990,13 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             head_done = fold_head(state, *batch, layer, p);
             hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
         } else {
-            ok = project(state, m.wq, a.h, a.q, n_token, false, nullptr, attn_norm) &&
-                 project(state, m.wk, a.h, a.k, n_token, false, nullptr, attn_norm) &&
-                 project(state, m.wv, a.h, a.v, n_token, false, nullptr, attn_norm);
+            ok = project(state, m.wq, a.h, a.q, n_token, false, nullptr, attn_norm);
+            if (HP_CUDA_GEMM_PAIR && !use_gemv(state, n_token)) {
+                ok = ok && gemm_pair(state, m.wk, m.wv, a.h, a.k, a.v, n_token);
+            } else {
+                ok = ok && project(state, m.wk, a.h, a.k, n_token, false, nullptr, attn_norm) &&
+                     project(state, m.wv, a.h, a.v, n_token, false, nullptr, attn_norm);
+            }
         }
         switch (model.kv->dtype) {
             case HP_DTYPE_F32: launch_attention<HP_DTYPE_F32>(state, *batch, layer, n_split, head_done); break;

@@ -65,6 +65,9 @@
 #ifndef HP_CUDA_GEMM_ALGO
 #define HP_CUDA_GEMM_ALGO -1
 #endif
+#ifndef HP_CUDA_GEMM_PAIR
+#define HP_CUDA_GEMM_PAIR 1
+#endif
 #ifndef HP_CUDA_MOE_ROWS_PER_BLOCK
 #define HP_CUDA_MOE_ROWS_PER_BLOCK 8
 #endif
@@ -330,6 +333,7 @@ static_assert(HP_CUDA_GEMV_MAX_CLUSTER == 1 || HP_CUDA_GEMV_MAX_CLUSTER == 2 || 
               "gemv_max_cluster: 1, 2, 4 or 8 (portable cluster sizes)");
 static_assert(HP_CUDA_GEMV_TARGET_WARPS >= 1, "gemv_target_warps: positive");
 static_assert(HP_CUDA_GEMV_FUSE == 0 || HP_CUDA_GEMV_FUSE == 1, "gemv_fuse: 0 or 1");
+static_assert(HP_CUDA_GEMM_PAIR == 0 || HP_CUDA_GEMM_PAIR == 1, "gemm_pair: 0 or 1");
 static_assert(HP_CUDA_GEMV_NORM == 0 || HP_CUDA_GEMV_NORM == 1, "gemv_norm: 0 or 1");
 static_assert(HP_CUDA_GEMV_STAGED >= 0 && HP_CUDA_GEMV_STAGED <= 7, "gemv_staged: a mask of epilogues, 0..7");
 static_assert(HP_CUDA_GEMV_STAGED_STAGE_KB == 8 || HP_CUDA_GEMV_STAGED_STAGE_KB == 16 || HP_CUDA_GEMV_STAGED_STAGE_KB == 32,
