@@ -13,7 +13,8 @@
 #         logs and JSON go to OUT_DIR/ab_decode.tar.gz, the summary to stdout and OUT_DIR/summary.txt)
 #        (run from the repository root on the GPU machine, with a staged build, build/gpu-stage;
 #         the staged plugin itself is NAME=baseline; env HOTPASS_AB_SKIP_TESTS=1 skips the tests,
-#         HOTPASS_AB_BREAKDOWN=NAME,NAME adds --breakdown to those plugins' first runs,
+#         HOTPASS_AB_BREAKDOWN=NAME,NAME adds --breakdown to those plugins' first runs (with two or more, the
+#         summary sets their kernel kinds side by side where they differ),
 #         HOTPASS_AB_TIMELINE=NAME,NAME adds --timeline (CUPTI; the stage's runtime-libs has libcupti),
 #         HOTPASS_AB_TESTS the test binaries to run, HOTPASS_AB_PRESET / HOTPASS_AB_BATCHES the bench's
 #         preset (llama-3.2-1b) and batches (1,8,32,64))
@@ -56,7 +57,7 @@ done
 python3 - "$OUT_DIR" "${plugins[@]}" <<'EOF' | tee "$OUT_DIR/summary.txt"
 import json, sys
 out, entries = sys.argv[1], sys.argv[2:]
-print("step ms (p10-p90), two interleaved runs per plugin")
+print(f"step ms (p10-p90), {__import__('os').environ.get('HOTPASS_AB_ROUNDS', '2')} interleaved runs per plugin")
 for entry in entries:
     name = entry.split("=", 1)[0]
     cells = []
@@ -71,6 +72,35 @@ for entry in entries:
                                 + (f" e{row['unique_experts_per_layer']:.1f}" if row.get('unique_experts_per_layer') else "")
                                 for row in data["batches"]))
     print(f"{name}:\n  " + "\n  ".join(cells))
+
+# With HOTPASS_AB_BREAKDOWN on two or more plugins: their first runs' kernel kinds side by side, per batch,
+# the kinds whose time differs by more than 2 us a step (or that only some plugins launch).
+broken = []
+for entry in entries:
+    name = entry.split("=", 1)[0]
+    try:
+        rows = json.load(open(f"{out}/bench_{name}_1.json"))["batches"]
+    except Exception:
+        continue
+    kinds = {row["batch"]: {k["kernel"]: (k["launches"], k["ms"]) for k in row.get("kernels") or []} for row in rows}
+    if any(kinds.values()):
+        broken.append((name, kinds))
+if len(broken) > 1:
+    print("kernel kinds alone (ms a step, launches), first runs, where they differ:")
+    for batch in sorted({b for _, kinds in broken for b in kinds}):
+        tables = [kinds.get(batch, {}) for _, kinds in broken]
+        names = sorted({k for table in tables for k in table}, key=lambda k: -max(t.get(k, (0, 0))[1] for t in tables))
+        lines = []
+        for kernel in names:
+            cells = [table.get(kernel) for table in tables]
+            times = [cell[1] if cell else 0.0 for cell in cells]
+            if max(times) - min(times) > 0.002:
+                lines.append(f"    {kernel[:70]:70} " + " ".join(f"{cell[1]:8.4f} ({cell[0]:3d})" if cell else f"{'-':>14}" for cell in cells))
+        sums = [sum(ms for _, ms in table.values()) for table in tables]
+        print(f"  batch {batch}: sum " + " ".join(f"{name} {total:.4f}" for (name, _), total in zip(broken, sums)))
+        if lines:
+            print(f"    {'':70} " + " ".join(f"{name[:14]:>14}" for name, _ in broken))
+            print("\n".join(lines))
 EOF
 # What trace builds (HP_CUDA_*_TRACE) logged in their first run: the last step's phases.
 for entry in "${plugins[@]}"; do
