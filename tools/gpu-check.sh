@@ -13,9 +13,10 @@
 #        configure+build even if a build is present,
 #        HOTPASS_GPU_SKIP_TESTS=1 (no gtest/ctest part), HOTPASS_GPU_SKIP_BENCH=1, HOTPASS_GPU_SKIP_HF=1, HOTPASS_GPU_HF_1B=0 (skip the 2.5 GB llama-3.2-1b
 #        folder in the transformers check), HOTPASS_GPU_CTEST_ARGS (extra ctest args),
-#        HOTPASS_COMMIT (the commit to print where the checkout has no .git), HOTPASS_GPU_TESTS (the test
-#        binaries to run, space-separated; default all of GPU_TESTS below), HOTPASS_GPU_TEST_TIMEOUT (seconds
-#        per test binary, default 300)
+#        HOTPASS_COMMIT (the commit to print where the checkout has no .git), HOTPASS_GPU_TESTS (on a staged
+#        build, the test binaries to run, space-separated; default all of GPU_TESTS below; a full build runs
+#        ctest, narrowed by HOTPASS_GPU_CTEST_ARGS, e.g. -R), HOTPASS_GPU_TEST_TIMEOUT (staged: seconds per
+#        test binary, default 300)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GPU_TESTS="test_synthetic_device test_cuda_reference test_cuda_baseline test_cuda_gemv test_cuda_gemv_l2 test_cuda_attention test_cuda_moe test_adversarial_cuda"
