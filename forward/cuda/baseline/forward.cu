@@ -210,12 +210,12 @@ bool gemm(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, float *
 // launch instead of two (knob gemm_pair: gate and up, k and v). The batch stride is the distance between
 // the two matrices and between the two outputs, which must be positive (W1 above W0 in memory, as a
 // loader that keeps a checkpoint's order, gate_proj before up_proj and k_proj before v_proj, places
-// them; a.up follows a.gate and a.v follows a.k in one allocation); otherwise two GEMMs.
+// them; a.up follows a.gate and a.v follows a.k in one allocation); otherwise, or with the knob off, two GEMMs.
 bool gemm_pair(BaselineState &state, const Matrix &w0, const Matrix &w1, const __nv_bfloat16 *x, float *y0, float *y1, int n_row) {
     // Element distances between separate allocations: as addresses (bf16 and f32 buffers are aligned to their size).
     const long long stride_w = (long long)(reinterpret_cast<uintptr_t>(w1.w) - reinterpret_cast<uintptr_t>(w0.w)) / 2;
     const long long stride_y = (long long)(reinterpret_cast<uintptr_t>(y1) - reinterpret_cast<uintptr_t>(y0)) / 4;
-    if (w0.n_out != w1.n_out || w0.n_in != w1.n_in || stride_w <= 0 || stride_y < int64_t(n_row) * w0.n_out) {
+    if (!HP_CUDA_GEMM_PAIR || w0.n_out != w1.n_out || w0.n_in != w1.n_in || stride_w <= 0 || stride_y < int64_t(n_row) * w0.n_out) {
         return gemm(state, w0, x, y0, n_row, 0.0f) && gemm(state, w1, x, y1, n_row, 0.0f);
     }
     const float alpha = 1.0f, beta = 0.0f;
@@ -347,7 +347,7 @@ bool gate_up(BaselineState &state, const Matrix &w_gate, const Matrix &w_up, con
         return true;
     }
     bool ok;
-    if (HP_CUDA_GEMM_PAIR && !use_gemv(state, n_row)) {
+    if (!use_gemv(state, n_row)) {
         ok = gemm_pair(state, w_gate, w_up, x, a.gate, a.up, n_row);
         if (b_gate) add_bias(state, a.gate, n_row, *b_gate);
         if (b_up) add_bias(state, a.up, n_row, *b_up);
@@ -991,7 +991,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
         } else {
             ok = project(state, m.wq, a.h, a.q, n_token, false, nullptr, attn_norm);
-            if (HP_CUDA_GEMM_PAIR && !use_gemv(state, n_token)) {
+            if (!use_gemv(state, n_token)) {
                 ok = ok && gemm_pair(state, m.wk, m.wv, a.h, a.k, a.v, n_token);
             } else {
                 ok = ok && project(state, m.wk, a.h, a.k, n_token, false, nullptr, attn_norm) &&
