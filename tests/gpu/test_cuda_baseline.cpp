@@ -20,6 +20,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "gpu_rig.h"
@@ -158,6 +159,19 @@ TEST(CudaBaselineConfig, PluginLoadedAgainRunsSteps) {
         auto engine = engine::Engine::create(*model, options);
         ASSERT_TRUE(engine.ok()) << "load " << load << ": " << engine.error();
     }
+}
+
+// Steps above the decode kernels' limit run gate/up and k/v as one strided-batched cuBLAS GEMM
+// each (knob gemm_pair), whose batch stride is the distance from the first matrix to the second;
+// where the second lies below the first it must fall back to two GEMMs. The engine places weights
+// in model.tensors order (gate before up, k before v), so the model's tensor list reversed places
+// every pair the other way round; the scenario's 64- and 150-token steps take the fallback.
+TEST(CudaBaselineConfig, WeightsPlacedInReverseOrderMatch) {
+    if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    auto model = random_model("tiny-llama");
+    ASSERT_TRUE(model.ok()) << model.error();
+    std::reverse(model->tensors.begin(), model->tensors.end());  // tensors are bound by name, placed in list order
+    run_pair(*model, DType::bf16, "tiny-llama (weights placed in reverse)", false);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyPresets, CudaBaselineVsReference,
