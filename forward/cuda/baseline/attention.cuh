@@ -45,6 +45,14 @@ constexpr int kFdWarps = HP_CUDA_ATTN_FD_WARPS;
 // reduction instead of several), the kernel's other template arguments unchanged.
 constexpr int kFdSmallWarps = HP_CUDA_ATTN_FD_SMALL_WARPS;
 constexpr int kFdUnroll = HP_CUDA_ATTN_FD_UNROLL;
+// Minimum blocks per SM (__launch_bounds__) of the non-prefetching kernel in blocks of W warps:
+// attn_fd_min_blocks blocks of attn_fd_warps warps, i.e. the same warps per SM and so the same
+// register cap whatever W (blocks of attn_fd_small_warps 8 at 4 blocks would cap at 64 registers
+// and spill ~600 bytes a thread: ptxas -v).
+__host__ __device__ constexpr int fd_min_blocks(int w) {
+    const int blocks = HP_CUDA_ATTN_FD_MIN_BLOCKS * kFdWarps / w;
+    return blocks < 1 ? 1 : blocks;
+}
 constexpr int kFdMaxSplit = 64;  // splits per (token, kv head): the last block's weights in shared memory
 constexpr int kFdMaxCluster = 16;  // splits of one cluster (knob attn_fd_cluster; above 8: a non-portable cluster size)
 
@@ -373,11 +381,12 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
 // PREFETCH: each warp loads its next step's rows before this step's math (steps of at most
 // HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS tokens: latency-bound launches gain, full ones lose blocks per
 // SM). The variant for full launches (no prefetch, group <= 4) asks for HP_CUDA_ATTN_FD_MIN_BLOCKS
-// blocks per SM (at 4: 128 registers, no spills at d_head 64); the others would spill under it.
+// blocks of kFdWarps warps per SM (fd_min_blocks; at 4: 128 registers, no spills at d_head 64); the
+// others would spill under it.
 // RING: knob attn_fd_ring (see fd_ring_bytes), a template argument so that test_cuda_attention runs
 // both load schedules whatever the build's knobs.
 template <hp_dtype KV, int D, int G, bool PREFETCH, int W = kFdWarps, bool CLUSTER = false, int RING = HP_CUDA_ATTN_FD_RING>
-__global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
+__global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(W)) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                                                         const int32_t *token_seq, const int32_t *block_tables,
                                                                         const void *k_cache, const void *v_cache, float *partial,
                                                                         int32_t *counters, __nv_bfloat16 *out) {
