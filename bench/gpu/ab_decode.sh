@@ -17,7 +17,12 @@
 #         summary sets their kernel kinds side by side where they differ),
 #         HOTPASS_AB_TIMELINE=NAME,NAME adds --timeline (CUPTI; the stage's runtime-libs has libcupti),
 #         HOTPASS_AB_TESTS the test binaries to run, HOTPASS_AB_PRESET / HOTPASS_AB_BATCHES the bench's
-#         preset (llama-3.2-1b) and batches (1,8,32,64))
+#         preset (llama-3.2-1b) and batches (1,8,32,64),
+#         HOTPASS_AB_NCU=NAME:BATCH:REGEX[,...] after the timed runs profiles with Nsight Compute the
+#         launches of kernels matching REGEX in plugin NAME's step at BATCH (after HOTPASS_AB_NCU_SKIP (60)
+#         matching launches, at most HOTPASS_AB_NCU_COUNT (12); clocks left alone; duration, DRAM and L2
+#         throughput, occupancy, warp stalls) into OUT_DIR/ncu_NAME_BATCH.{ncu-rep,txt,csv}, with a table of
+#         the launches in the summary; ncu runs each launch alone, so its durations compare launches, not steps)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STAGE=${BUILD_DIR:-$ROOT/build/gpu-stage}
@@ -52,6 +57,25 @@ for round in $(seq 1 "${HOTPASS_AB_ROUNDS:-2}"); do
       --batches "${HOTPASS_AB_BATCHES:-1,8,32,64}" --kv 1024 \
       --json "$OUT_DIR/bench_${name}_$round.json" "${extra[@]}" "$@" > "$OUT_DIR/bench_${name}_$round.log" 2>&1 || echo "$name round $round: exit $?"
   done
+done
+
+# Nsight Compute on chosen launches (HOTPASS_AB_NCU); the bench's eager warm-up steps come first, so
+# the skip lands past the first launches of each shape.
+IFS=, read -r -a ncu_jobs <<< "${HOTPASS_AB_NCU:-}"
+for job in "${ncu_jobs[@]}"; do
+  IFS=: read -r name batch regex <<< "$job"
+  plugin=""
+  for entry in "${plugins[@]}"; do [ "${entry%%=*}" = "$name" ] && plugin=${entry#*=}; done
+  if [ -z "$plugin" ] || [ -z "$batch" ] || [ -z "$regex" ]; then echo "HOTPASS_AB_NCU: '$job' is not NAME:BATCH:REGEX of a plugin given"; continue; fi
+  command -v ncu > /dev/null || { echo "HOTPASS_AB_NCU: no ncu on this machine"; break; }
+  report="$OUT_DIR/ncu_${name}_$batch"
+  timeout 300 ncu --clock-control none -k "regex:$regex" --launch-skip "${HOTPASS_AB_NCU_SKIP:-60}" --launch-count "${HOTPASS_AB_NCU_COUNT:-12}" \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats -o "$report" \
+    "$STAGE/bin/hotpass_bench_gpu_decode" --forward "$plugin" --preset "${HOTPASS_AB_PRESET:-llama-3.2-1b}" --batches "$batch" --kv 1024 --reps 3 \
+    > "$report.log" 2>&1 || echo "ncu $name batch $batch: exit $? (tail of $report.log: $(tail -c 300 "$report.log"))"
+  [ -e "$report.ncu-rep" ] || continue
+  ncu -i "$report.ncu-rep" --page details > "$report.txt" 2>&1
+  ncu -i "$report.ncu-rep" --page details --csv > "$report.csv" 2>&1
 done
 
 python3 - "$OUT_DIR" "${plugins[@]}" <<'EOF' | tee "$OUT_DIR/summary.txt"
@@ -102,6 +126,10 @@ if len(broken) > 1:
             print(f"    {'':70} " + " ".join(f"{name[:14]:>14}" for name, _ in broken))
             print("\n".join(lines))
 EOF
+# The Nsight Compute launches (HOTPASS_AB_NCU): per launch its kernel, grid and headline metrics.
+for report in "$OUT_DIR"/ncu_*.csv; do
+  [ -e "$report" ] && python3 "$ROOT/bench/gpu/ncu_summary.py" "$report" | tee -a "$OUT_DIR/summary.txt"
+done
 # What trace builds (HP_CUDA_*_TRACE) logged in their first run: the last step's phases.
 for entry in "${plugins[@]}"; do
   name=${entry%%=*}

@@ -155,6 +155,19 @@ __device__ inline void wgmma_commit_and_wait() {
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 #endif
 }
+// Commits this warpgroup's issued products as a group and waits until at most one group is pending:
+// the previous chunk's products are done, this chunk's may still run (knob skinny_wgmma_overlap).
+__device__ inline void wgmma_commit_and_wait_prior() {
+#if HP_CUDA_WGMMA_DEVICE
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+#endif
+}
+__device__ inline void wgmma_wait_all() {
+#if HP_CUDA_WGMMA_DEVICE
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+}
 // Keeps the compiler from moving accesses of the accumulators across the asynchronous products.
 template <int NB>
 __device__ inline void wgmma_fence_acc(float (&d)[NB][4]) {
@@ -284,6 +297,10 @@ __device__ inline void skinny_head_epilogue(const Params &p, const Segment &seg,
 template <int NB, int EPI, bool NORM, bool WG>
 __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params p) {
     constexpr int M = skinny_matrix_tiles(EPI), U = kSkinnyUnroll, NT = NB * 8, S = skinny_stages_of(EPI, NB * 8, WG);
+    // Knob skinny_wgmma_overlap: one chunk's products stay in flight through the next barrier, so the
+    // copies run L = S - 2 chunks ahead (the stage those products read is refilled one chunk later).
+    constexpr bool kOverlap = WG && HP_CUDA_SKINNY_WGMMA_OVERLAP && S >= 3;
+    constexpr int L = kOverlap ? S - 2 : S - 1;  // chunks in flight ahead of the one being multiplied
     constexpr int R = skinny_rows_of(EPI), kTiles = R / kTileRows;  // output rows and 16-row tiles of the block
     constexpr int kWeightRows = kSkinnyWarps * M * kTileRows;         // weight rows of a stage
     constexpr int kPiecesPerRow = kSkinnyChunk / 8;                    // 16-byte pieces of a row's chunk
@@ -387,11 +404,11 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
 
     float acc[M][NB][4] = {};
 
-    // The first S - 1 chunks' weights before the wait (weights are never written during a step), their
+    // The first L chunks' weights before the wait (weights are never written during a step), their
     // activations after it; one commit group per chunk (the first also holds the early weights).
     launch_dependents();
     if (kL2Prefetch) prefetch_l2(p.prefetch, linear_block(), grid_blocks());
-    for (int s = 0; s < S - 1 && s < n_local; ++s) load_weights(s, kc_begin + s);
+    for (int s = 0; s < L && s < n_local; ++s) load_weights(s, kc_begin + s);
     // This block's share of the tokens in the epilogue.
     const int per_rank = (n_t + gridDim.x - 1) / gridDim.x;
     const int t_lo = min(n_t, int(blockIdx.x) * per_rank), t_hi = min(n_t, t_lo + per_rank);
@@ -409,7 +426,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     // ... and its sequence (token_seq is an earlier kernel's output), used after the main loop too.
     const int head_seq = head && head_t < t_hi ? p.head.token_seq[head_t] : 0;
     set_token_rows();
-    for (int s = 0; s < S - 1; ++s) {
+    for (int s = 0; s < L; ++s) {
         if (s < n_local) load_activations(s, kc_begin + s);
         cp_async_commit();
     }
@@ -423,12 +440,12 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
     }
 
     for (int i = 0; i < n_local; ++i) {
-        cp_async_wait<S - 2>();  // chunk i has landed (this thread's copies) ...
+        cp_async_wait<L - 1>();  // chunk i has landed (this thread's copies) ...
         if constexpr (WG) fence_proxy_async_shared();  // ... visible to wgmma too ...
-        __syncthreads();         // ... everyone's, and every warp is done with chunk i - 1's stage
-        if (i + S - 1 < n_local) {
-            load_weights((i + S - 1) % S, kc_begin + i + S - 1);
-            load_activations((i + S - 1) % S, kc_begin + i + S - 1);
+        __syncthreads();         // ... everyone's, and every warp is done with chunk i + L's stage (chunk i - 1's, or i - 2's with kOverlap)
+        if (i + L < n_local) {
+            load_weights((i + L) % S, kc_begin + i + L);
+            load_activations((i + L) % S, kc_begin + i + L);
         }
         cp_async_commit();  // possibly empty: one group per iteration keeps the count
         if constexpr (WG) {
@@ -444,7 +461,10 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
                     wgmma_m64k16<NB>(acc[m], wgmma_desc_sw128(a), wgmma_desc_sw128(stage + kTokenBase + k16 * 32));
                 }
             }
-            wgmma_commit_and_wait();  // the stage is free for the copies after the next barrier
+            // The stage is free for the copies after the next barrier; with kOverlap, the previous
+            // chunk's stage (the copies of the barrier after next).
+            if constexpr (kOverlap) wgmma_commit_and_wait_prior();
+            else wgmma_commit_and_wait();
 #pragma unroll
             for (int m = 0; m < M; ++m) wgmma_fence_acc<NB>(acc[m]);
             continue;
@@ -469,6 +489,11 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
                 }
             }
         }
+    }
+    if constexpr (kOverlap) {  // the last chunk's products
+        wgmma_wait_all();
+#pragma unroll
+        for (int m = 0; m < M; ++m) wgmma_fence_acc<NB>(acc[m]);
     }
     cp_async_wait<0>();
     if (head && head_t < t_hi) {

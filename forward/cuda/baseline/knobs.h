@@ -286,6 +286,9 @@
 #ifndef HP_CUDA_SKINNY_WGMMA_STAGES_64
 #define HP_CUDA_SKINNY_WGMMA_STAGES_64 4
 #endif
+#ifndef HP_CUDA_SKINNY_WGMMA_OVERLAP
+#define HP_CUDA_SKINNY_WGMMA_OVERLAP 0
+#endif
 #ifndef HP_CUDA_SKINNY_TARGET_BLOCKS_8
 #define HP_CUDA_SKINNY_TARGET_BLOCKS_8 192
 #endif
@@ -390,6 +393,7 @@ static_assert((HP_CUDA_SKINNY_WGMMA_STAGES_8 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGE
                   (HP_CUDA_SKINNY_WGMMA_STAGES_32 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_32 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_32 <= 8)) &&
                   (HP_CUDA_SKINNY_WGMMA_STAGES_64 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_64 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_64 <= 8)),
               "skinny_wgmma_stages_*: 0 (two blocks per SM) or 2..8");
+static_assert(HP_CUDA_SKINNY_WGMMA_OVERLAP == 0 || HP_CUDA_SKINNY_WGMMA_OVERLAP == 1, "skinny_wgmma_overlap: 0 or 1");
 static_assert(HP_CUDA_SKINNY_MOE == 0 || HP_CUDA_SKINNY_MOE == 1, "skinny_moe: 0 or 1");
 static_assert(HP_CUDA_SKINNY_QKV_MAX_TOKENS >= 0 && HP_CUDA_SKINNY_QKV_MAX_TOKENS <= 64, "skinny_qkv_max_tokens: 0..64 (the skinny GEMM's most tokens)");
 static_assert(HP_CUDA_SKINNY_MOE_PARTS >= 0 && HP_CUDA_SKINNY_MOE_PARTS <= 7, "skinny_moe_parts: a mask of 1 (q/k/v), 2 (o_proj), 4 (lm_head)");
