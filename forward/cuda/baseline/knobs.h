@@ -208,6 +208,9 @@
 #ifndef HP_CUDA_MOE_FUSED
 #define HP_CUDA_MOE_FUSED 1
 #endif
+#ifndef HP_CUDA_MOE_FUSED_MAX_REGS
+#define HP_CUDA_MOE_FUSED_MAX_REGS 0
+#endif
 #ifndef HP_CUDA_MOE_FUSED_WARPS
 #define HP_CUDA_MOE_FUSED_WARPS 16
 #endif
@@ -393,6 +396,8 @@ static_assert((HP_CUDA_SKINNY_WGMMA_STAGES_8 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGE
                   (HP_CUDA_SKINNY_WGMMA_STAGES_32 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_32 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_32 <= 8)) &&
                   (HP_CUDA_SKINNY_WGMMA_STAGES_64 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGES_64 >= 2 && HP_CUDA_SKINNY_WGMMA_STAGES_64 <= 8)),
               "skinny_wgmma_stages_*: 0 (two blocks per SM) or 2..8");
+static_assert(HP_CUDA_MOE_FUSED_MAX_REGS == 0 || (HP_CUDA_MOE_FUSED_MAX_REGS >= 64 && HP_CUDA_MOE_FUSED_MAX_REGS <= 128 && HP_CUDA_MOE_FUSED_MAX_REGS % 8 == 0),
+              "moe_fused_max_regs: 0 (launch bounds) or a multiple of 8 from 64 to 128");
 static_assert(HP_CUDA_SKINNY_WGMMA_OVERLAP == 0 || HP_CUDA_SKINNY_WGMMA_OVERLAP == 1, "skinny_wgmma_overlap: 0 or 1");
 static_assert(HP_CUDA_SKINNY_MOE == 0 || HP_CUDA_SKINNY_MOE == 1, "skinny_moe: 0 or 1");
 static_assert(HP_CUDA_SKINNY_QKV_MAX_TOKENS >= 0 && HP_CUDA_SKINNY_QKV_MAX_TOKENS <= 64, "skinny_qkv_max_tokens: 0..64 (the skinny GEMM's most tokens)");

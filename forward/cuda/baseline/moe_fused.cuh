@@ -327,8 +327,20 @@ __device__ inline void split_down(const FusedParams &p, const __nv_bfloat16 *act
 // caller checked p.logit_tags and p.tables_shared), so that neither the barrier-1 path nor the global
 // table look-ups are in the kernel. Code the kernel does not run still costs it: one untaken branch
 // measured +0.5% of qwen3-30b-a3b's batch-1 step, and this form -0.5% (H100; bench/RESULTS.md).
+//
+// Registers: one block per SM of 512 threads may take 128 registers a thread, the whole register file,
+// and then no block of the launch before it (o_proj) or after it (the next layer's q/k/v), each 64
+// registers x 128 threads, can be resident beside it: the fused block starts on an SM only once that
+// SM is empty, and the next launch's blocks only once it has left, so neither side's loads overlap the
+// other's tail. Knob moe_fused_max_regs (0: __launch_bounds__, i.e. up to 128 at 16 warps) caps it
+// with __maxnreg__ (the two cannot be combined): at 112, 8192 registers stay free for one such block.
+#if HP_CUDA_MOE_FUSED_MAX_REGS > 0
+#define HP_MOE_FUSED_BOUNDS __maxnreg__(HP_CUDA_MOE_FUSED_MAX_REGS)
+#else
+#define HP_MOE_FUSED_BOUNDS __launch_bounds__(kFusedWarps * 32, 1)
+#endif
 template <int PER_LANE, bool SPLIT, bool MMA, bool DEFAULT_HANDOFF>
-__global__ void __launch_bounds__(kFusedWarps * 32, 1) moe_fused_single_kernel(const __grid_constant__ FusedParams p) {
+__global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constant__ FusedParams p) {
     constexpr int U = kFusedUnroll, DU = kFusedDownUnroll, W = kFusedWarps;
     const bool tagged = DEFAULT_HANDOFF || p.logit_tags, tables_shared = DEFAULT_HANDOFF || p.tables_shared;
     extern __shared__ __align__(128) unsigned char fused_shared[];
