@@ -16,7 +16,11 @@
 #         HOTPASS_AB_BREAKDOWN=NAME,NAME adds --breakdown to those plugins' first runs (with two or more, the
 #         summary sets their kernel kinds side by side where they differ),
 #         HOTPASS_AB_TIMELINE=NAME,NAME adds --timeline (CUPTI; the stage's runtime-libs has libcupti),
-#         HOTPASS_AB_TESTS the test binaries to run, HOTPASS_AB_PRESET / HOTPASS_AB_BATCHES the bench's
+#         HOTPASS_AB_TESTS the test binaries to run (with the staged plugin),
+#         HOTPASS_AB_VARIANT_TESTS test binaries that load the plugin by name (test_cuda_baseline) to run
+#         once more per plugin given as a path, that plugin standing in for "baseline" (HOTPASS_PLUGIN_DIR),
+#         narrowed by the gtest filter HOTPASS_AB_VARIANT_FILTER (default: all but the persistent step's tests,
+#         which load their own plugin), HOTPASS_AB_PRESET / HOTPASS_AB_BATCHES the bench's
 #         preset (llama-3.2-1b) and batches (1,8,32,64),
 #         HOTPASS_AB_NCU=NAME:BATCH:REGEX[,...] after the timed runs profiles with Nsight Compute the
 #         launches of kernels matching REGEX in plugin NAME's step at BATCH (after HOTPASS_AB_NCU_SKIP (60)
@@ -46,6 +50,24 @@ if [ "${HOTPASS_AB_SKIP_TESTS:-0}" != 1 ]; then
     grep -E "^\[  FAILED  \]|Failure|got .* expected|^=== stall_backtrace|^/.*\(.*\+0x" "$OUT_DIR/$t.log" | head -40
   done
 fi
+
+# The name-loading tests against each variant: its .so linked as libhp_forward_cuda_baseline.so in a
+# directory of its own, which the plugin lookup searches first (the reference still comes from the stage).
+for entry in "${plugins[@]}"; do
+  name=${entry%%=*} plugin=${entry#*=}
+  [ -n "${HOTPASS_AB_VARIANT_TESTS:-}" ] && [ "$plugin" != "$entry" ] && [[ "$plugin" == */* || "$plugin" == *.so ]] || continue
+  [ -e "$plugin" ] || { echo "$name: no plugin at $plugin"; continue; }
+  dir="$OUT_DIR/plugin_$name"
+  mkdir -p "$dir" && ln -sfn "$(cd "$(dirname "$plugin")" && pwd)/$(basename "$plugin")" "$dir/libhp_forward_cuda_baseline.so"
+  for t in $HOTPASS_AB_VARIANT_TESTS; do
+    [ -x "$STAGE/bin/$t" ] || { echo "not staged: $t"; continue; }
+    log="$OUT_DIR/${t}_$name.log"
+    HOTPASS_PLUGIN_DIR="$dir" "$ROOT/bench/gpu/run_test.sh" "$STAGE" 300 "$STAGE/bin/$t" --gtest_color=no \
+      "--gtest_filter=${HOTPASS_AB_VARIANT_FILTER:--*PersistentStep*}" > "$log" 2>&1
+    echo "$t with $name: exit $? $(grep -c '^\[       OK \]' "$log") ok, $(grep -c '^\[  FAILED  \] .*\.' "$log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$log") skipped"
+    grep -E "^\[  FAILED  \]|Failure|got .* expected|^=== stall_backtrace|^/.*\(.*\+0x" "$log" | head -20
+  done
+done
 
 for round in $(seq 1 "${HOTPASS_AB_ROUNDS:-2}"); do
   for entry in "${plugins[@]}"; do

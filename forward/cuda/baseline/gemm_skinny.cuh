@@ -149,24 +149,21 @@ __device__ inline void fence_proxy_async_shared() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
+// Waits until at most PENDING of this warpgroup's committed groups of products are still running.
+template <int PENDING>
+__device__ inline void wgmma_wait() {
+#if HP_CUDA_WGMMA_DEVICE
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
+#endif
+}
+// Commits the products issued since the last commit as one group, then wgmma_wait<PENDING>: with 1,
+// the previous chunk's products are done and this chunk's may still run (knob skinny_wgmma_overlap).
+template <int PENDING>
 __device__ inline void wgmma_commit_and_wait() {
 #if HP_CUDA_WGMMA_DEVICE
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 #endif
-}
-// Commits this warpgroup's issued products as a group and waits until at most one group is pending:
-// the previous chunk's products are done, this chunk's may still run (knob skinny_wgmma_overlap).
-__device__ inline void wgmma_commit_and_wait_prior() {
-#if HP_CUDA_WGMMA_DEVICE
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-#endif
-}
-__device__ inline void wgmma_wait_all() {
-#if HP_CUDA_WGMMA_DEVICE
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#endif
+    wgmma_wait<PENDING>();
 }
 // Keeps the compiler from moving accesses of the accumulators across the asynchronous products.
 template <int NB>
@@ -463,8 +460,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
             }
             // The stage is free for the copies after the next barrier; with kOverlap, the previous
             // chunk's stage (the copies of the barrier after next).
-            if constexpr (kOverlap) wgmma_commit_and_wait_prior();
-            else wgmma_commit_and_wait();
+            wgmma_commit_and_wait<kOverlap ? 1 : 0>();
 #pragma unroll
             for (int m = 0; m < M; ++m) wgmma_fence_acc<NB>(acc[m]);
             continue;
@@ -491,7 +487,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params 
         }
     }
     if constexpr (kOverlap) {  // the last chunk's products
-        wgmma_wait_all();
+        wgmma_wait<0>();
 #pragma unroll
         for (int m = 0; m < M; ++m) wgmma_fence_acc<NB>(acc[m]);
     }
