@@ -20,7 +20,8 @@
 #         HOTPASS_AB_VARIANT_TESTS test binaries that load the plugin by name (test_cuda_baseline) to run
 #         once more per plugin given as a path, that plugin standing in for "baseline" (HOTPASS_PLUGIN_DIR),
 #         narrowed by the gtest filter HOTPASS_AB_VARIANT_FILTER (default: all but the persistent step's tests,
-#         which load their own plugin), HOTPASS_AB_PRESET / HOTPASS_AB_BATCHES the bench's
+#         which load their own plugin; HOTPASS_AB_SKIP_TESTS does not skip these), HOTPASS_AB_PRESET /
+#         HOTPASS_AB_BATCHES the bench's
 #         preset (llama-3.2-1b) and batches (1,8,32,64),
 #         HOTPASS_AB_NCU=NAME:BATCH:REGEX[,...] after the timed runs profiles with Nsight Compute the
 #         launches of kernels matching REGEX in plugin NAME's step at BATCH (after HOTPASS_AB_NCU_SKIP (60)
