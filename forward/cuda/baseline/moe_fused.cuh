@@ -332,8 +332,9 @@ __device__ inline void split_down(const FusedParams &p, const __nv_bfloat16 *act
 // and then no block of the launch before it (o_proj) or after it (the next layer's q/k/v), each 64
 // registers x 128 threads, can be resident beside it: the fused block starts on an SM only once that
 // SM is empty, and the next launch's blocks only once it has left, so neither side's loads overlap the
-// other's tail. Knob moe_fused_max_regs (0: __launch_bounds__, i.e. up to 128 at 16 warps) caps it
-// with __maxnreg__ (the two cannot be combined): at 112, 8192 registers stay free for one such block.
+// other's tail. Knob moe_fused_max_regs (112; 0: __launch_bounds__, i.e. up to 128 at 16 warps) caps it
+// with __maxnreg__ (the two cannot be combined): at 112, 8192 registers stay free for one such block
+// (qwen3-30b-a3b batch 1 -1.1% on an H100, bench/RESULTS.md).
 #if HP_CUDA_MOE_FUSED_MAX_REGS > 0
 #define HP_MOE_FUSED_BOUNDS __maxnreg__(HP_CUDA_MOE_FUSED_MAX_REGS)
 #else
