@@ -42,13 +42,21 @@ mkdir -p "$OUT_DIR"
 export LD_LIBRARY_PATH="$STAGE/runtime-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 
+# Runs staged test binary $2 with the remaining arguments into log $1 and prints its counts and
+# failures under label $3. At 300 s a hang writes its main thread's backtrace first (run_test.sh),
+# then is killed.
+run_staged_test() {
+  local log=$1 t=$2 label=$3
+  shift 3
+  [ -x "$STAGE/bin/$t" ] || { echo "not staged: $t"; return; }
+  "$ROOT/bench/gpu/run_test.sh" "$STAGE" 300 "$STAGE/bin/$t" --gtest_color=no "$@" > "$log" 2>&1
+  echo "$label: exit $? $(grep -c '^\[       OK \]' "$log") ok, $(grep -c '^\[  FAILED  \] .*\.' "$log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$log") skipped"
+  grep -E "^\[  FAILED  \]|Failure|got .* expected|^=== stall_backtrace|^/.*\(.*\+0x" "$log" | head -40
+}
+
 if [ "${HOTPASS_AB_SKIP_TESTS:-0}" != 1 ]; then
   for t in ${HOTPASS_AB_TESTS:-test_cuda_attention test_cuda_gemv test_cuda_gemv_l2 test_cuda_moe test_cuda_baseline}; do
-    [ -x "$STAGE/bin/$t" ] || { echo "not staged: $t"; continue; }
-    # At 300 s a hang writes its main thread's backtrace first (run_test.sh), then is killed.
-    "$ROOT/bench/gpu/run_test.sh" "$STAGE" 300 "$STAGE/bin/$t" --gtest_color=no > "$OUT_DIR/$t.log" 2>&1
-    echo "$t: exit $? $(grep -c '^\[       OK \]' "$OUT_DIR/$t.log") ok, $(grep -c '^\[  FAILED  \] .*\.' "$OUT_DIR/$t.log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$OUT_DIR/$t.log") skipped"
-    grep -E "^\[  FAILED  \]|Failure|got .* expected|^=== stall_backtrace|^/.*\(.*\+0x" "$OUT_DIR/$t.log" | head -40
+    run_staged_test "$OUT_DIR/$t.log" "$t" "$t"
   done
 fi
 
@@ -61,12 +69,8 @@ for entry in "${plugins[@]}"; do
   dir="$OUT_DIR/plugin_$name"
   mkdir -p "$dir" && ln -sfn "$(cd "$(dirname "$plugin")" && pwd)/$(basename "$plugin")" "$dir/libhp_forward_cuda_baseline.so"
   for t in $HOTPASS_AB_VARIANT_TESTS; do
-    [ -x "$STAGE/bin/$t" ] || { echo "not staged: $t"; continue; }
-    log="$OUT_DIR/${t}_$name.log"
-    HOTPASS_PLUGIN_DIR="$dir" "$ROOT/bench/gpu/run_test.sh" "$STAGE" 300 "$STAGE/bin/$t" --gtest_color=no \
-      "--gtest_filter=${HOTPASS_AB_VARIANT_FILTER:--*PersistentStep*}" > "$log" 2>&1
-    echo "$t with $name: exit $? $(grep -c '^\[       OK \]' "$log") ok, $(grep -c '^\[  FAILED  \] .*\.' "$log") failed, $(grep -c '^\[  SKIPPED \] .*\.' "$log") skipped"
-    grep -E "^\[  FAILED  \]|Failure|got .* expected|^=== stall_backtrace|^/.*\(.*\+0x" "$log" | head -20
+    HOTPASS_PLUGIN_DIR="$dir" run_staged_test "$OUT_DIR/${t}_$name.log" "$t" "$t with $name" \
+      "--gtest_filter=${HOTPASS_AB_VARIANT_FILTER:--*PersistentStep*}"
   done
 done
 
