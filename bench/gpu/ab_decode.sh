@@ -25,7 +25,8 @@
 #         preset (llama-3.2-1b) and batches (1,8,32,64),
 #         HOTPASS_AB_NCU=NAME:BATCH:REGEX[,...] after the timed runs profiles with Nsight Compute the
 #         launches of kernels matching REGEX in plugin NAME's step at BATCH (after HOTPASS_AB_NCU_SKIP (60)
-#         matching launches, at most HOTPASS_AB_NCU_COUNT (12); clocks left alone; duration, DRAM and L2
+#         matching launches, at most HOTPASS_AB_NCU_COUNT (12); the bench runs without the engine's one-token
+#         warm-up step, so every launch counted is one of BATCH's steps, eager ones first; clocks left alone; duration, DRAM and L2
 #         throughput, occupancy, warp stalls) into OUT_DIR/ncu_NAME_BATCH.{ncu-rep,txt,csv}, with a table of
 #         the launches in the summary; ncu runs each launch alone, so its durations compare launches, not steps)
 set -uo pipefail
@@ -86,8 +87,9 @@ for round in $(seq 1 "${HOTPASS_AB_ROUNDS:-2}"); do
   done
 done
 
-# Nsight Compute on chosen launches (HOTPASS_AB_NCU); the bench's eager warm-up steps come first, so
-# the skip lands past the first launches of each shape.
+# Nsight Compute on chosen launches (HOTPASS_AB_NCU). Without the engine's one-token warm-up step
+# (--no-warm-up: it launched the batch-1 shapes first, where a skip of 60 landed), every launch is one of
+# BATCH's steps: the rig's eager steps first, then the graph replays.
 IFS=, read -r -a ncu_jobs <<< "${HOTPASS_AB_NCU:-}"
 for job in "${ncu_jobs[@]}"; do
   IFS=: read -r name batch regex <<< "$job"
@@ -98,7 +100,7 @@ for job in "${ncu_jobs[@]}"; do
   report="$OUT_DIR/ncu_${name}_$batch"
   timeout 300 ncu --clock-control none -k "regex:$regex" --launch-skip "${HOTPASS_AB_NCU_SKIP:-60}" --launch-count "${HOTPASS_AB_NCU_COUNT:-12}" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats -o "$report" \
-    "$STAGE/bin/hotpass_bench_gpu_decode" --forward "$plugin" --preset "${HOTPASS_AB_PRESET:-llama-3.2-1b}" --batches "$batch" --kv 1024 --reps 3 \
+    "$STAGE/bin/hotpass_bench_gpu_decode" --forward "$plugin" --preset "${HOTPASS_AB_PRESET:-llama-3.2-1b}" --batches "$batch" --kv 1024 --reps 3 --no-warm-up \
     > "$report.log" 2>&1 || echo "ncu $name batch $batch: exit $? (tail of $report.log: $(tail -c 300 "$report.log"))"
   [ -e "$report.ncu-rep" ] || continue
   ncu -i "$report.ncu-rep" --page details > "$report.txt" 2>&1

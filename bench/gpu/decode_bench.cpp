@@ -247,7 +247,7 @@ nlohmann::json report_timeline(const Result<bench_timeline::Summary> &traced, do
 }
 
 int run(const std::string &preset, const std::vector<int> &batches, int kv_length, int reps, const std::string &forward,
-        const std::string &json_path, bool breakdown, bool timeline) {
+        const std::string &json_path, bool breakdown, bool timeline, bool warm_up) {
     const int block_tokens = 16;
     const int max_batch = *std::max_element(batches.begin(), batches.end());
     const int max_blocks = (kv_length + 1 + block_tokens - 1) / block_tokens;
@@ -262,7 +262,7 @@ int run(const std::string &preset, const std::vector<int> &batches, int kv_lengt
     options.kv.dtype = DType::bf16;
     options.kv.block_tokens = block_tokens;
     options.kv.n_block = max_batch * max_blocks + 1;
-    options.warm_up = true;
+    options.warm_up = warm_up;
     const auto start = std::chrono::steady_clock::now();
     auto engine = engine::Engine::create(*shell, options);
     if (!engine.ok()) {
@@ -423,7 +423,7 @@ int main(int argc, char **argv) {
     CLI::App app{"GPU decode benchmark: CUDA-graph step time, tokens/s and roofline per batch size"};
     std::string preset = "llama-3.2-1b", forward = "baseline", json_path, batches_text = "1,8,32,64";
     int kv_length = 1024, reps = 50;
-    bool breakdown = false, timeline = false;
+    bool breakdown = false, timeline = false, no_warm_up = false;
     app.add_option("--preset", preset)->capture_default_str();
     app.add_option("--forward", forward)->capture_default_str();
     app.add_option("--batches", batches_text)->capture_default_str();
@@ -435,6 +435,9 @@ int main(int argc, char **argv) {
                  "also trace the step's kernels in graph replays with CUPTI (needs libcupti): per kind of kernel, the time it adds "
                  "to the step (its end past every earlier kernel's), its mean duration and how early it starts under the kernels "
                  "before it (programmatic launch)");
+    app.add_flag("--no-warm-up", no_warm_up,
+                 "skip the engine's one-token warm-up step at start-up, so that every kernel launched is one of the batches' "
+                 "steps (for a profiler's launch counts, e.g. Nsight Compute's --launch-skip); start->ready then has no warm-up");
     CLI11_PARSE(app, argc, argv);
     std::vector<int> batches;
     std::stringstream stream(batches_text);
@@ -443,5 +446,5 @@ int main(int argc, char **argv) {
         fmt::print(stderr, "no CUDA device\n");
         return 77;
     }
-    return hp::run(preset, batches, kv_length, reps, forward, json_path, breakdown, timeline);
+    return hp::run(preset, batches, kv_length, reps, forward, json_path, breakdown, timeline, !no_warm_up);
 }
