@@ -113,6 +113,7 @@ struct Case {
     bool logit_flags = false;    // fused: the logits handed over as tagged words, no barrier 1 (knob moe_fused_logit_flags)
     bool tables_shared = false;  // fused: the expert tables copied to shared memory (knob moe_fused_tables_shared)
     int launches = 1;            // fused: launches on one barrier counter (and tag words); the earlier ones with an all-zero router
+    bool dynamic_items = false;  // fused: gate/up rows claimed from a counter shared by the launches (knob moe_fused_dynamic_items)
 };
 
 std::string describe(const Case &c) {
@@ -123,6 +124,7 @@ std::string describe(const Case &c) {
            (c.misaligned ? ", misaligned" : "") + (c.single_token ? ", one-token down" : "") + (c.single_route ? ", routed by the expert kernels" : "") + (c.fused ? std::string(", fused kernel, ") + moe::fused_down_name(c.down) : "") +
            (c.logit_flags ? ", tagged logits" : "") + (c.tables_shared ? ", tables in shared memory" : "") +
            (c.launches > 1 ? ", launch " + std::to_string(c.launches) + " on one counter" : "") +
+           (c.dynamic_items ? ", gate/up rows claimed" : "") +
            (c.down_tiles > 1 ? ", down tiles " + std::to_string(c.down_tiles) : "");
 }
 
@@ -289,7 +291,8 @@ void run_case(const Case &c, uint32_t seed) {
         f = moe::fused_params(s, reinterpret_cast<const __nv_bfloat16 *>(arena.upload(router.host)), arena.filled<float>(size_t(E), NAN),
                               arena.filled<unsigned long long>(1, 0ull),
                               arena.filled<float>(size_t(hp_cuda_gemv::device_sm_count()) * D, NAN),
-                              c.logit_flags ? arena.filled<unsigned long long>(size_t(E), 0ull) : nullptr);
+                              c.logit_flags ? arena.filled<unsigned long long>(size_t(E), 0ull) : nullptr,
+                              c.dynamic_items ? arena.filled<int>(1, 0) : nullptr);
         f.tables_shared = c.tables_shared;
         if (c.launches > 1) {
             warm = f;
@@ -367,6 +370,7 @@ void run_case(const Case &c, uint32_t seed) {
     if (c.fused) {  // the router GEMV: float32 sums of the same bf16 products
         const auto got_logits = download(f.logits, size_t(E));
         for (int e = 0; e < E; ++e) ASSERT_NEAR(got_logits[size_t(e)], logits[size_t(e)], 1e-4) << "logit " << e;
+        if (f.items) ASSERT_EQ(download(f.items, 1)[0], 0) << "the claim counter is left for the next launch at zero";
     }
     for (size_t i = 0; i < index.size(); ++i) {
         ASSERT_EQ(got_index[i], index[i]) << "pair " << i;
@@ -679,11 +683,15 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
     // memory, tagged words after two earlier launches on the same counter, the tables in shared
     // memory, and both (the knobs' defaults), which plan_fused gives to the kernel compiled for them
     // (DEFAULT_HANDOFF); the other three run the kernel that reads them at run time.
+    // With several launches, also gate/up rows claimed from one counter (moe_fused_dynamic_items): each
+    // launch must leave it at zero for the next, and every row be taken exactly once (a row taken twice
+    // or not at all leaves act wrong or poisoned).
     struct Handoff {
         bool logit_flags, tables_shared;
         int launches;
+        bool dynamic_items;
     };
-    const Handoff handoffs[] = {{false, false, 1}, {true, false, 3}, {false, true, 1}, {true, true, 2}};
+    const Handoff handoffs[] = {{false, false, 1, false}, {true, false, 3, true}, {false, true, 1, false}, {true, true, 2, false}, {true, true, 2, true}};
     uint32_t seed = 100;
     for (Case &c : cases) {  // the down forms: rows by register loads after gate/up (products by FMAs, on tensor cores), rows staged during it, split by gate/up items
         c.fused = true;
@@ -693,6 +701,7 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
                 c.logit_flags = handoff.logit_flags;
                 c.tables_shared = handoff.tables_shared;
                 c.launches = handoff.launches;
+                c.dynamic_items = handoff.dynamic_items;
                 run_case(c, seed);
             }
         }

@@ -113,6 +113,7 @@ struct BaselineState {
     unsigned long long *moe_barrier = nullptr;  // the fused one-token MoE kernel's grid barrier counter (moe_fused.cuh), zero at create
     float *moe_partial = nullptr;               // its split down's per-block partials, f32 [SMs][d_model] (moe_fused_split_down)
     unsigned long long *moe_logit_tags = nullptr;  // its tagged logits, [n_expert], zero at create (moe_fused_logit_flags)
+    int *moe_items = nullptr;  // its gate/up items' claim counter, zero between launches (moe_fused_dynamic_items)
     unsigned long long *moe_trace = nullptr;  // HP_CUDA_MOE_FUSED_TRACE builds: [n_layer][SMs][kFusedTracePoints] of the last step
     unsigned long long *attn_trace = nullptr;  // HP_CUDA_ATTN_TRACE builds: [n_layer][kFdTraceBlocks][kFdTracePoints] of the last step
     Matrix lm_head;
@@ -616,6 +617,11 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
             if (!state->moe_logit_tags) return fail(HP_ERR_OUT_OF_MEMORY);
             cudaMemsetAsync(state->moe_logit_tags, 0, bytes, state->stream);
         }
+        if (HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS) {
+            state->moe_items = static_cast<int *>(state_alloc(*state, sizeof(int), state->allocations));
+            if (!state->moe_items) return fail(HP_ERR_OUT_OF_MEMORY);
+            cudaMemsetAsync(state->moe_items, 0, sizeof(int), state->stream);
+        }
         if (HP_CUDA_MOE_FUSED_SPLIT_DOWN) {
             const size_t bytes = size_t(hp_cuda_gemv::device_sm_count()) * c.d_model * sizeof(float);
             state->moe_partial = static_cast<float *>(state_alloc(*state, bytes, state->allocations));
@@ -885,7 +891,8 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
         }
     }
     if (step.single_token && HP_CUDA_MOE_FUSED && m.router.n_in == c.d_model) {  // router to residual in one launch (moe_fused.cuh)
-        hp_cuda_moe::FusedParams f = hp_cuda_moe::fused_params(step, m.router.w, a.router, state.moe_barrier, state.moe_partial, state.moe_logit_tags);
+        hp_cuda_moe::FusedParams f = hp_cuda_moe::fused_params(step, m.router.w, a.router, state.moe_barrier, state.moe_partial, state.moe_logit_tags,
+                                                               state.moe_items);
         if (state.moe_trace) f.trace = state.moe_trace + size_t(layer) * hp_cuda_gemv::device_sm_count() * hp_cuda_moe::kFusedTracePoints;
         if (hp_cuda_moe::fused_fits(f, m.experts_aligned) && hp_cuda_moe::fused_resident(f)) {
             if (const cudaError_t code = hp_cuda_moe::launch_fused(f, state.stream); code != cudaSuccess) {

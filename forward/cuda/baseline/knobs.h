@@ -235,6 +235,9 @@
 #ifndef HP_CUDA_MOE_FUSED_TABLES_SHARED
 #define HP_CUDA_MOE_FUSED_TABLES_SHARED 1
 #endif
+#ifndef HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS
+#define HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS 0
+#endif
 #ifndef HP_CUDA_MOE_FUSED_SPLIT_ALIGN
 #define HP_CUDA_MOE_FUSED_SPLIT_ALIGN 8
 #endif
@@ -379,6 +382,7 @@ static_assert(HP_CUDA_MOE_FUSED_DOWN_MMA == 0 || HP_CUDA_MOE_FUSED_DOWN_MMA == 1
 static_assert(HP_CUDA_MOE_FUSED_SPLIT_DOWN == 0 || HP_CUDA_MOE_FUSED_SPLIT_DOWN == 1, "moe_fused_split_down: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_LOGIT_FLAGS == 0 || HP_CUDA_MOE_FUSED_LOGIT_FLAGS == 1, "moe_fused_logit_flags: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_TABLES_SHARED == 0 || HP_CUDA_MOE_FUSED_TABLES_SHARED == 1, "moe_fused_tables_shared: 0 or 1");
+static_assert(HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS == 0 || HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS == 1, "moe_fused_dynamic_items: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_SPLIT_ALIGN >= 8 && HP_CUDA_MOE_FUSED_SPLIT_ALIGN % 8 == 0, "moe_fused_split_align: a positive multiple of 8");
 static_assert(HP_CUDA_ATTN_FD_REDUCE_UNROLL >= 1 && HP_CUDA_ATTN_FD_REDUCE_UNROLL <= 64, "attn_fd_reduce_unroll: 1..64");
 static_assert(HP_CUDA_ATTN_FD_SMALL_WARPS >= 1 && HP_CUDA_ATTN_FD_SMALL_WARPS <= 8, "attn_fd_small_warps: 1..8 (shared memory of the block)");

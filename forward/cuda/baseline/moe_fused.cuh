@@ -18,7 +18,9 @@
 //            previous kernel ended); block 0 writes the routing (as moe_single_route does).
 //   gate/up  items (expert a, row j) of the k * d_ff rows, warp w of the grid taking items w,
 //            w + warps, ... (a block's warps take consecutive rows): act[a][j] = bf16(weight[a] *
-//            silu(g) * u), g and u scaled by 1/rms.
+//            silu(g) * u), g and u scaled by 1/rms. (Knob moe_fused_dynamic_items: warp w takes item w,
+//            then claims each next item from a counter, so that warps whose rows come back sooner take
+//            more of them and the grid reaches barrier 2 together.)
 //   down     block b takes 16-row tiles b, b + blocks, ... of d_model and all k experts' rows of
 //            each tile; the first loads of its first tile are issued before           barrier 2
 //            (they do not depend on act), then act comes to shared memory. Per row the k experts'
@@ -87,6 +89,9 @@ struct FusedParams {
     // as (tag << 32) | float bits, with no grid barrier before the routing (knob moe_fused_logit_flags;
     // see fused_logit_tag). Null: barrier 1.
     unsigned long long *logit_tags = nullptr;
+    // Optional: the gate/up items' claim counter (knob moe_fused_dynamic_items), zero before a launch and
+    // set back to zero by block 0 after barrier 2. Null: the fixed round robin.
+    int *items = nullptr;
     bool tables_shared = false;             // the k experts' matrices looked up in a copy of the tables in shared memory (moe_fused_tables_shared)
     float *partial = nullptr;               // split down: f32 [grid][d_model] workspace (without it, split down is not taken)
     bool stage_down = false;                // each block's first tile of down rows by bulk copies into shared memory (launch_fused sets it)
@@ -98,7 +103,7 @@ struct FusedParams {
 // The fused launch of a one-token MoeStep (single_token, its norm_out as the one-token down's): the
 // router's bf16 weights, where its logits go, and the grid barrier's counter.
 inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, float *logits, unsigned long long *barrier,
-                                float *partial = nullptr, unsigned long long *logit_tags = nullptr) {
+                                float *partial = nullptr, unsigned long long *logit_tags = nullptr, int *items = nullptr) {
     FusedParams f;
     f.router = router;
     f.logits = logits;
@@ -120,6 +125,7 @@ inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, f
     f.barrier = barrier;
     f.partial = partial;
     f.logit_tags = logit_tags;
+    f.items = items;
     f.tables_shared = HP_CUDA_MOE_FUSED_TABLES_SHARED;
     f.d_model = s.d_model;
     f.d_ff = s.d_ff;
@@ -457,7 +463,7 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     // round-robin over the items (split down: the block's warps over its own items, act to shared memory).
     const int split_first = SPLIT ? min(int(blockIdx.x) * p.split_rows, k * F) : 0;
     const int split_end = SPLIT ? min(split_first + p.split_rows, k * F) : 0;
-    for (int i = SPLIT ? split_first + warp : gw; i < (SPLIT ? split_end : k * F); i += SPLIT ? W : n_warp) {
+    auto gate_up = [&](int i) {
         const int a = i / F, j = i - a * F;
         const __nv_bfloat16 *g_row = gate_s[a] + int64_t(j) * D, *u_row = up_s[a] + int64_t(j) * D;
         float g = 0.0f, u_sum = 0.0f;
@@ -479,6 +485,19 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
             }
         }
         store_silu_act(g, u_sum, inv_rms, route_s.weight[a], SPLIT ? act_s + (i - split_first) : p.act + i);
+    };
+    if (!SPLIT && p.items) {
+        // moe_fused_dynamic_items: item gw first, then items n_warp + c for the claims c = 0, 1, ... in
+        // claim order, so every item is taken exactly once. The next claim goes out before this item's
+        // rows and its result is read after them: the atomic's round trip hides behind the loads.
+        for (int i = gw; i < k * F;) {
+            int claimed = 0;
+            if (lane == 0) claimed = atomicAdd(p.items, 1);
+            gate_up(i);
+            i = n_warp + __shfl_sync(0xffffffffu, claimed, 0);
+        }
+    } else {
+        for (int i = SPLIT ? split_first + warp : gw; i < (SPLIT ? split_end : k * F); i += SPLIT ? W : n_warp) gate_up(i);
     }
     if constexpr (SPLIT) {
         split_down(p, act_s, partial_s, down_s, split_first, split_end, trace);
@@ -531,6 +550,8 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     const unsigned long long target = fused_grid_arrive(p.barrier);
     if (first_loads && warp == 0) load_units(blockIdx.x, 0);
     fused_grid_wait(p.barrier, target);
+    // Every warp's claims came back before its block arrived: the counter is free for the next launch.
+    if (p.items && blockIdx.x == 0 && threadIdx.x == 0) *p.items = 0;
     trace(6);
     for (int i = threadIdx.x; i < k * n_chunk_f; i += W * 32) reinterpret_cast<uint4 *>(act_s)[i] = __ldcg(reinterpret_cast<const uint4 *>(p.act) + i);
     __syncthreads();
