@@ -56,7 +56,7 @@ run_staged_test() {
 }
 
 if [ "${HOTPASS_AB_SKIP_TESTS:-0}" != 1 ]; then
-  for t in ${HOTPASS_AB_TESTS:-test_cuda_attention test_cuda_gemv test_cuda_gemv_l2 test_cuda_moe test_cuda_baseline}; do
+  for t in ${HOTPASS_AB_TESTS:-test_cuda_attention test_cuda_gemv test_cuda_gemv_l2 test_cuda_moe test_cuda_moe_dyn test_cuda_baseline}; do
     run_staged_test "$OUT_DIR/$t.log" "$t" "$t"
   done
 fi

@@ -683,9 +683,9 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
     // memory, tagged words after two earlier launches on the same counter, the tables in shared
     // memory, and both (the knobs' defaults), which plan_fused gives to the kernel compiled for them
     // (DEFAULT_HANDOFF); the other three run the kernel that reads them at run time.
-    // With several launches, also gate/up rows claimed from one counter (moe_fused_dynamic_items): each
-    // launch must leave it at zero for the next, and every row be taken exactly once (a row taken twice
-    // or not at all leaves act wrong or poisoned).
+    // With several launches, also gate/up rows claimed from one counter (moe_fused_dynamic_items, in the
+    // build with it on: test_cuda_moe_dyn): each launch must leave it at zero for the next, and every row
+    // be taken exactly once (a row taken twice or not at all leaves act wrong or poisoned).
     struct Handoff {
         bool logit_flags, tables_shared;
         int launches;
@@ -697,6 +697,7 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
         c.fused = true;
         for (moe::FusedDown down : {moe::FusedDown::rows, moe::FusedDown::mma, moe::FusedDown::staged, moe::FusedDown::split}) {
             for (const Handoff &handoff : handoffs) {
+                if (handoff.dynamic_items && !moe::kFusedDynamicItems) continue;
                 c.down = down;
                 c.logit_flags = handoff.logit_flags;
                 c.tables_shared = handoff.tables_shared;

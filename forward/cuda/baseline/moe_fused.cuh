@@ -63,6 +63,9 @@ constexpr int kFusedWarps = HP_CUDA_MOE_FUSED_WARPS;            // warps per blo
 constexpr int kFusedUnroll = HP_CUDA_MOE_FUSED_UNROLL;          // router, gate/up: 16-byte loads per lane and matrix per iteration
 constexpr int kFusedDownUnroll = HP_CUDA_MOE_FUSED_DOWN_UNROLL; // down: 16-byte loads per lane per iteration
 constexpr int kFusedMaxShared = 216 * 1024;                     // dynamic shared memory the kernel may take (beside its static)
+// Knob moe_fused_dynamic_items: compiled in only when on (with it off the kernel has no trace of it;
+// test_cuda_moe_dyn is test_cuda_moe built with it on). At run time it also needs FusedParams::items.
+constexpr bool kFusedDynamicItems = HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS;
 // HP_CUDA_MOE_FUSED_TRACE: per block, when it starts, passes griddepcontrol.wait, has written its
 // logits, has the grid's logits (barrier 1 passed and the logits read, or the tagged words), has routed, has done its gate/up rows, passes barrier 2, has act in
 // shared memory, has done its first down tile's dot products (thread 0's warp), and ends. Split
@@ -89,15 +92,16 @@ struct FusedParams {
     // as (tag << 32) | float bits, with no grid barrier before the routing (knob moe_fused_logit_flags;
     // see fused_logit_tag). Null: barrier 1.
     unsigned long long *logit_tags = nullptr;
-    // Optional: the gate/up items' claim counter (knob moe_fused_dynamic_items), zero before a launch and
-    // set back to zero by block 0 after barrier 2. Null: the fixed round robin.
-    int *items = nullptr;
     bool tables_shared = false;             // the k experts' matrices looked up in a copy of the tables in shared memory (moe_fused_tables_shared)
     float *partial = nullptr;               // split down: f32 [grid][d_model] workspace (without it, split down is not taken)
     bool stage_down = false;                // each block's first tile of down rows by bulk copies into shared memory (launch_fused sets it)
     int split_rows = 0;                     // split down: items a block takes (launch_fused sets it; 0: the tiled down)
     unsigned long long *trace = nullptr;    // HP_CUDA_MOE_FUSED_TRACE builds, optional: [gridDim.x][kFusedTracePoints] global timer (ns)
     int d_model = 0, d_ff = 0;
+    // Optional: the gate/up items' claim counter (knob moe_fused_dynamic_items, kFusedDynamicItems), zero
+    // before a launch and set back to zero by block 0 after barrier 2. Null: the fixed round robin. (Last,
+    // so that the other members keep their offsets in the kernel's parameters.)
+    int *items = nullptr;
 };
 
 // The fused launch of a one-token MoeStep (single_token, its norm_out as the one-token down's): the
@@ -463,7 +467,13 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     // round-robin over the items (split down: the block's warps over its own items, act to shared memory).
     const int split_first = SPLIT ? min(int(blockIdx.x) * p.split_rows, k * F) : 0;
     const int split_end = SPLIT ? min(split_first + p.split_rows, k * F) : 0;
-    auto gate_up = [&](int i) {
+    // moe_fused_dynamic_items (with p.items): item gw first, then items n_warp + c for the claims c = 0, 1,
+    // ... in claim order, so every item is taken exactly once. The next claim goes out before this item's
+    // rows and its result is read after them: the atomic's round trip hides behind the loads.
+    const bool dynamic = kFusedDynamicItems && !SPLIT && p.items;
+    for (int i = SPLIT ? split_first + warp : gw, next = 0; i < (SPLIT ? split_end : k * F); i = next) {
+        int claimed = 0;
+        if (kFusedDynamicItems && dynamic && lane == 0) claimed = atomicAdd(p.items, 1);
         const int a = i / F, j = i - a * F;
         const __nv_bfloat16 *g_row = gate_s[a] + int64_t(j) * D, *u_row = up_s[a] + int64_t(j) * D;
         float g = 0.0f, u_sum = 0.0f;
@@ -485,19 +495,7 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
             }
         }
         store_silu_act(g, u_sum, inv_rms, route_s.weight[a], SPLIT ? act_s + (i - split_first) : p.act + i);
-    };
-    if (!SPLIT && p.items) {
-        // moe_fused_dynamic_items: item gw first, then items n_warp + c for the claims c = 0, 1, ... in
-        // claim order, so every item is taken exactly once. The next claim goes out before this item's
-        // rows and its result is read after them: the atomic's round trip hides behind the loads.
-        for (int i = gw; i < k * F;) {
-            int claimed = 0;
-            if (lane == 0) claimed = atomicAdd(p.items, 1);
-            gate_up(i);
-            i = n_warp + __shfl_sync(0xffffffffu, claimed, 0);
-        }
-    } else {
-        for (int i = SPLIT ? split_first + warp : gw; i < (SPLIT ? split_end : k * F); i += SPLIT ? W : n_warp) gate_up(i);
+        next = kFusedDynamicItems && dynamic ? n_warp + __shfl_sync(0xffffffffu, claimed, 0) : i + (SPLIT ? W : n_warp);
     }
     if constexpr (SPLIT) {
         split_down(p, act_s, partial_s, down_s, split_first, split_end, trace);
@@ -551,7 +549,7 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     if (first_loads && warp == 0) load_units(blockIdx.x, 0);
     fused_grid_wait(p.barrier, target);
     // Every warp's claims came back before its block arrived: the counter is free for the next launch.
-    if (p.items && blockIdx.x == 0 && threadIdx.x == 0) *p.items = 0;
+    if (kFusedDynamicItems && p.items && blockIdx.x == 0 && threadIdx.x == 0) *p.items = 0;
     trace(6);
     for (int i = threadIdx.x; i < k * n_chunk_f; i += W * 32) reinterpret_cast<uint4 *>(act_s)[i] = __ldcg(reinterpret_cast<const uint4 *>(p.act) + i);
     __syncthreads();
