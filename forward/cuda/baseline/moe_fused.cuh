@@ -470,10 +470,10 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     // moe_fused_dynamic_items (with p.items): item gw first, then items n_warp + c for the claims c = 0, 1,
     // ... in claim order, so every item is taken exactly once. The next claim goes out before this item's
     // rows and its result is read after them: the atomic's round trip hides behind the loads.
-    const bool dynamic = kFusedDynamicItems && !SPLIT && p.items;
+    const bool dynamic = kFusedDynamicItems && !SPLIT && p.items;  // a constant false with the knob off
     for (int i = SPLIT ? split_first + warp : gw, next = 0; i < (SPLIT ? split_end : k * F); i = next) {
         int claimed = 0;
-        if (kFusedDynamicItems && dynamic && lane == 0) claimed = atomicAdd(p.items, 1);
+        if (dynamic && lane == 0) claimed = atomicAdd(p.items, 1);
         const int a = i / F, j = i - a * F;
         const __nv_bfloat16 *g_row = gate_s[a] + int64_t(j) * D, *u_row = up_s[a] + int64_t(j) * D;
         float g = 0.0f, u_sum = 0.0f;
@@ -495,7 +495,7 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
             }
         }
         store_silu_act(g, u_sum, inv_rms, route_s.weight[a], SPLIT ? act_s + (i - split_first) : p.act + i);
-        next = kFusedDynamicItems && dynamic ? n_warp + __shfl_sync(0xffffffffu, claimed, 0) : i + (SPLIT ? W : n_warp);
+        next = dynamic ? n_warp + __shfl_sync(0xffffffffu, claimed, 0) : i + (SPLIT ? W : n_warp);
     }
     if constexpr (SPLIT) {
         split_down(p, act_s, partial_s, down_s, split_first, split_end, trace);
