@@ -415,13 +415,14 @@ TEST(CudaDecodeAttention, SmallStepWarpsMatchHostMath) {
 // results through distributed shared memory. Same arithmetic in the same split order as the last
 // block's reduction through L2: the outputs must be bit-identical to it (itself held to the host-math
 // bound). Split counts 2 / 3 / 8 and 16 (a non-portable cluster), both warp counts, with and without
-// the prefetch, llama-3.2-1b's and qwen3-30b-a3b's shapes, d_head 32, f16, shared sequences.
+// the prefetch, llama-3.2-1b's (batch 1, 2, 8) and qwen3-30b-a3b's shapes, d_head 32, f16, shared sequences.
 TEST(CudaDecodeAttention, ClusteredSplitsMatchLastBlockReduction) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     uint32_t seed = std::random_device{}();
     std::printf("seed %u\n", seed);
     Case cases[] = {
         {1, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, true, false, 16, true, true},   // llama-3.2-1b batch 1
+        {2, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, false, false, 16, true, true},   // llama-3.2-1b batch 2 (attn_fd_small_max_tokens 2)
         {8, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, false, false, 16, false, true},  // llama-3.2-1b batch 8
         {1, 32, 4, 128, HP_DTYPE_BF16, 16, 1024, true, false, 16, true, true},  // qwen3-30b-a3b batch 1, 16 splits
         {1, 32, 4, 128, HP_DTYPE_BF16, 8, 1000, true, false, 16, true, true},
