@@ -295,8 +295,9 @@ template <int NB, int EPI, bool NORM, bool WG>
 __global__ void __launch_bounds__(kSkinnyWarps * 32) skinny_kernel(const Params p) {
     constexpr int M = skinny_matrix_tiles(EPI), U = kSkinnyUnroll, NT = NB * 8, S = skinny_stages_of(EPI, NB * 8, WG);
     // Knob skinny_wgmma_overlap: one chunk's products stay in flight through the next barrier, so the
-    // copies run L = S - 2 chunks ahead (the stage those products read is refilled one chunk later).
-    constexpr bool kOverlap = WG && HP_CUDA_SKINNY_WGMMA_OVERLAP && S >= 3;
+    // copies run L = S - 2 chunks ahead (the stage those products read is refilled one chunk later);
+    // in token tiles of at most skinny_wgmma_overlap_max_tokens.
+    constexpr bool kOverlap = WG && HP_CUDA_SKINNY_WGMMA_OVERLAP && NT <= HP_CUDA_SKINNY_WGMMA_OVERLAP_MAX_TOKENS && S >= 3;
     constexpr int L = kOverlap ? S - 2 : S - 1;  // chunks in flight ahead of the one being multiplied
     constexpr int R = skinny_rows_of(EPI), kTiles = R / kTileRows;  // output rows and 16-row tiles of the block
     constexpr int kWeightRows = kSkinnyWarps * M * kTileRows;         // weight rows of a stage

@@ -295,6 +295,9 @@
 #ifndef HP_CUDA_SKINNY_WGMMA_OVERLAP
 #define HP_CUDA_SKINNY_WGMMA_OVERLAP 1
 #endif
+#ifndef HP_CUDA_SKINNY_WGMMA_OVERLAP_MAX_TOKENS
+#define HP_CUDA_SKINNY_WGMMA_OVERLAP_MAX_TOKENS 64
+#endif
 #ifndef HP_CUDA_SKINNY_TARGET_BLOCKS_8
 #define HP_CUDA_SKINNY_TARGET_BLOCKS_8 192
 #endif
@@ -403,6 +406,7 @@ static_assert((HP_CUDA_SKINNY_WGMMA_STAGES_8 == 0 || (HP_CUDA_SKINNY_WGMMA_STAGE
 static_assert(HP_CUDA_MOE_FUSED_MAX_REGS == 0 || (HP_CUDA_MOE_FUSED_MAX_REGS >= 64 && HP_CUDA_MOE_FUSED_MAX_REGS <= 128 && HP_CUDA_MOE_FUSED_MAX_REGS % 8 == 0),
               "moe_fused_max_regs: 0 (launch bounds) or a multiple of 8 from 64 to 128");
 static_assert(HP_CUDA_SKINNY_WGMMA_OVERLAP == 0 || HP_CUDA_SKINNY_WGMMA_OVERLAP == 1, "skinny_wgmma_overlap: 0 or 1");
+static_assert(HP_CUDA_SKINNY_WGMMA_OVERLAP_MAX_TOKENS >= 0, "skinny_wgmma_overlap_max_tokens: 0 (never) or more");
 static_assert(HP_CUDA_SKINNY_MOE == 0 || HP_CUDA_SKINNY_MOE == 1, "skinny_moe: 0 or 1");
 static_assert(HP_CUDA_SKINNY_QKV_MAX_TOKENS >= 0 && HP_CUDA_SKINNY_QKV_MAX_TOKENS <= 64, "skinny_qkv_max_tokens: 0..64 (the skinny GEMM's most tokens)");
 static_assert(HP_CUDA_SKINNY_MOE_PARTS >= 0 && HP_CUDA_SKINNY_MOE_PARTS <= 7, "skinny_moe_parts: a mask of 1 (q/k/v), 2 (o_proj), 4 (lm_head)");
