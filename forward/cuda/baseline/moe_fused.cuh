@@ -549,7 +549,7 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     if (first_loads && warp == 0) load_units(blockIdx.x, 0);
     fused_grid_wait(p.barrier, target);
     // Every warp's claims came back before its block arrived: the counter is free for the next launch.
-    if (kFusedDynamicItems && p.items && blockIdx.x == 0 && threadIdx.x == 0) *p.items = 0;
+    if (dynamic && blockIdx.x == 0 && threadIdx.x == 0) *p.items = 0;
     trace(6);
     for (int i = threadIdx.x; i < k * n_chunk_f; i += W * 32) reinterpret_cast<uint4 *>(act_s)[i] = __ldcg(reinterpret_cast<const uint4 *>(p.act) + i);
     __syncthreads();
