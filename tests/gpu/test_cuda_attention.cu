@@ -85,6 +85,19 @@ void launch_cluster(dim3 grid, const base::DecodeAttentionParams &p, const float
     EXPECT_TRUE(launched) << "the H200 schedules clusters of " << p.n_split << " blocks";
 }
 
+// The tensor-core kernel with its splits as one cluster (knob attn_mma_cluster), launched as forward.cu does.
+template <hp_dtype KV, int D, int G, bool PREFETCH>
+void launch_mma_cluster(dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
+                        const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
+    constexpr int R = base::mma_ring<D>();
+    constexpr bool E = HP_CUDA_ATTN_MMA_RING_EARLY;
+    auto kernel = base::decode_attention_mma_kernel<KV, D, G, PREFETCH, R, E, true>;
+    const bool launched = base::launch_decode_attention_kernel<true>(kernel, int(grid.x), int(grid.y), p.n_split, base::kFdWarps,
+                                                                     base::mma_prepare_shared<KV, D, G, PREFETCH, R, E, true>(), cudaStream_t(0), p, q,
+                                                                     positions, token_seq, tables, k, v, partial, counters, out);
+    EXPECT_TRUE(launched) << "the H200 schedules clusters of " << p.n_split << " blocks";
+}
+
 template <int D, int G, bool PREFETCH>
 void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
                     const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
@@ -103,6 +116,13 @@ void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentio
             else if (ring == 3) ring_early ? go(std::integral_constant<int, 3>{}, T{}) : go(std::integral_constant<int, 3>{}, F{});
             else if (ring == 4) ring_early ? go(std::integral_constant<int, 4>{}, T{}) : go(std::integral_constant<int, 4>{}, F{});
             else FAIL() << "ring " << ring;
+            return;
+        }
+    }
+    if constexpr (D >= 64) {
+        if (cluster && mma) {
+            if (kv == HP_DTYPE_BF16) launch_mma_cluster<HP_DTYPE_BF16, D, G, PREFETCH>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+            else launch_mma_cluster<HP_DTYPE_F16, D, G, PREFETCH>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
             return;
         }
     }
@@ -411,11 +431,12 @@ TEST(CudaDecodeAttention, SmallStepWarpsMatchHostMath) {
     run_case(c, seed++);
 }
 
-// Knob attn_fd_cluster: the splits of a (token, kv head) as one cluster, adding each other's
-// results through distributed shared memory. Same arithmetic in the same split order as the last
-// block's reduction through L2: the outputs must be bit-identical to it (itself held to the host-math
-// bound). Split counts 2 / 3 / 8 and 16 (a non-portable cluster), both warp counts, with and without
-// the prefetch, llama-3.2-1b's (batch 1, 2, 8) and qwen3-30b-a3b's shapes, d_head 32, f16, shared sequences.
+// Knobs attn_fd_cluster and attn_mma_cluster: the splits of a (token, kv head) as one cluster, adding
+// each other's results through distributed shared memory. Same arithmetic in the same split order as
+// the last block's reduction through L2: the outputs must be bit-identical to it (itself held to the
+// host-math bound). Split counts 2 / 3 / 4 / 8 and 16 (a non-portable cluster), both warp counts, with
+// and without the prefetch, llama-3.2-1b's (batch 1, 2, 8, and on the tensor cores 8, 16, 32) and
+// qwen3-30b-a3b's shapes, d_head 32, f16, shared sequences.
 TEST(CudaDecodeAttention, ClusteredSplitsMatchLastBlockReduction) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     uint32_t seed = std::random_device{}();
@@ -429,6 +450,13 @@ TEST(CudaDecodeAttention, ClusteredSplitsMatchLastBlockReduction) {
         {5, 16, 2, 128, HP_DTYPE_F16, 3, 400, false, false, 16, false, false},  // f16, shared sequences
         {6, 4, 2, 32, HP_DTYPE_BF16, 2, 150, true, false, 8, true, false},      // d_head 32, blocks of 8 tokens
         {33, 32, 8, 64, HP_DTYPE_BF16, 8, 300, false, false, 16, false, true},
+        // The tensor-core kernel (attn_mma_cluster):
+        {32, 32, 8, 64, HP_DTYPE_BF16, 2, 1024, false, true, 16, false, true},  // llama-3.2-1b batch 32
+        {32, 32, 8, 64, HP_DTYPE_BF16, 2, 1024, true, true, 16, false, true},   // with the prefetch (attn_mma_prefetch_min_tokens)
+        {16, 32, 8, 64, HP_DTYPE_BF16, 4, 1024, true, true, 16, false, true},   // batch 16
+        {8, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, true, true, 8, false, true},     // batch 8, blocks of 8 tokens
+        {5, 32, 4, 128, HP_DTYPE_BF16, 3, 500, false, true, 16, false, false},  // d_head 128, group 8, shared sequences
+        {3, 16, 2, 128, HP_DTYPE_F16, 16, 700, true, true, 16, false, true},    // f16, 16 splits
     };
     // Fixed seeds (a failure reproduces) and a fresh one.
     for (uint32_t base : {20261201u, 7u, seed}) {

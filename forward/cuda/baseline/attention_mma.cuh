@@ -23,6 +23,8 @@
 // Loads: the PREFETCH variant (small steps) holds the next step's chunks in registers; the other,
 // held to 128 registers, loads a step and then multiplies it, so each warp has one step (4 KB at
 // d_head 64) in flight: a warp of a batch-32 step walks its 8 steps as 8 dependent DRAM round trips.
+// Knob attn_mma_prefetch_min_tokens holds the PREFETCH variant to 128 registers too (d_head 64,
+// group <= 4; no spills) and runs it for steps of that many tokens and more (mma_min_blocks).
 // With knob attn_mma_ring (d_head 64; attn_mma_ring_128 for 128) at R >= 2 that variant copies the
 // same chunks with cp.async into a ring of R steps per warp in shared memory instead, R - 1 steps
 // ahead of the one it multiplies; each thread reads back only the chunks it copied itself, so no
@@ -48,6 +50,16 @@ __host__ __device__ constexpr int mma_ring() { return D == 128 ? HP_CUDA_ATTN_MM
 template <int D, bool PREFETCH, int RING = mma_ring<D>()>
 __host__ __device__ constexpr size_t mma_shared_bytes() {
     return !PREFETCH && RING >= 2 ? size_t(RING) * kFdWarps * 32 * mma_chunks<D>() * 16 : 0;
+}
+
+// Knob attn_mma_prefetch_min_tokens: on, the PREFETCH variant at group <= 4 and d_head 64 asks for
+// attn_fd_min_blocks blocks per SM like the other (at 4: 128 registers, no spills, ptxas -v; 140
+// unbounded, which leaves 3 blocks per SM and a batch-32 launch of 512 blocks in two waves), so that
+// steps of that many tokens can keep two warp steps (8 KB) a warp in flight at full occupancy.
+constexpr bool kMmaPrefetchHeld = HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS > 0;
+template <int D, int G, bool PREFETCH>
+__host__ __device__ constexpr int mma_min_blocks() {
+    return (PREFETCH && !(kMmaPrefetchHeld && D == 64)) || G > 4 || D > 64 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS;
 }
 
 template <hp_dtype KV>
@@ -100,10 +112,13 @@ __device__ inline uint32_t word_of(const uint4 &v, int i) {
 
 // Arguments and outputs as decode_attention_kernel's; PREFETCH and the blocks-per-SM bound too.
 // RING, RING_EARLY: knobs attn_mma_ring(_128) and attn_mma_ring_early (template arguments so that
-// test_cuda_attention runs every form whatever the build's knobs).
-template <hp_dtype KV, int D, int G, bool PREFETCH, int RING = mma_ring<D>(), bool RING_EARLY = HP_CUDA_ATTN_MMA_RING_EARLY>
-__global__ void __launch_bounds__(kFdWarps * 32,
-                                  PREFETCH || G > 4 || D > 64 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS)
+// test_cuda_attention runs every form whatever the build's knobs). CLUSTER (knob attn_mma_cluster):
+// the splits of (t, g) are one thread-block cluster, grid (split, kv head, token), and hand each
+// other their partial results through distributed shared memory as the CUDA-core kernel's clusters
+// do (fd_block_finish).
+template <hp_dtype KV, int D, int G, bool PREFETCH, int RING = mma_ring<D>(), bool RING_EARLY = HP_CUDA_ATTN_MMA_RING_EARLY,
+          bool CLUSTER = false>
+__global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>())
     decode_attention_mma_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                 const int32_t *token_seq, const int32_t *block_tables,
                                 const void *k_cache, const void *v_cache, float *partial,
@@ -113,8 +128,10 @@ __global__ void __launch_bounds__(kFdWarps * 32,
     // Per thread: 16-byte chunks of a K row and of a V row; n8 tiles of the output.
     constexpr int kKChunks = D / 32, kVChunks = D / 64, kOTiles = D / 8;
     __shared__ FdShared<D, G> sh;
+    fd_trace(p, 0);
+    if constexpr (CLUSTER) fd_cluster_arrive_started();
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
-    const int g = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    const int g = CLUSTER ? blockIdx.y : blockIdx.x, t = CLUSTER ? blockIdx.z : blockIdx.y, split = CLUSTER ? blockIdx.x : blockIdx.z;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int r = lane / 4, c = lane % 4;
     const int group = p.group, head0 = g * group;
@@ -194,6 +211,7 @@ __global__ void __launch_bounds__(kFdWarps * 32,
     const bool early = fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kMmaStep, length);
     if (early) load_step(step_begin + warp, k_next, v_next);
     hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
+    fd_trace(p, 1);
     if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
     if constexpr (kRing) {
         if (!ring_early) ring_prologue();
@@ -327,6 +345,7 @@ __global__ void __launch_bounds__(kFdWarps * 32,
         }
     }
     if constexpr (kRing) hp_cuda_gemv::cp_async_wait<0>();  // only empty groups are left; none outlives the block
+    fd_trace(p, 2);
     hp_cuda_gemv::launch_dependents();
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
@@ -345,17 +364,19 @@ __global__ void __launch_bounds__(kFdWarps * 32,
             sh.l[warp][r] = l;
         }
     }
-    fd_block_finish<D, G>(p, t, g, split, sh, partial, counters, out);
+    fd_block_finish<D, G, kFdWarps, CLUSTER>(p, t, g, split, sh, partial, counters, out);
+    fd_trace(p, 6);
 }
 
-// The dynamic shared memory a launch of decode_attention_mma_kernel<KV, D, G, PREFETCH> takes
+// The dynamic shared memory a launch of decode_attention_mma_kernel<KV, D, G, PREFETCH, ..> takes
 // (its ring), with the kernel allowed that much beside its static shared memory (above 48 KB together
 // a launch fails without the attribute); host code, before the launch.
-template <hp_dtype KV, int D, int G, bool PREFETCH, int RING = mma_ring<D>(), bool RING_EARLY = HP_CUDA_ATTN_MMA_RING_EARLY>
+template <hp_dtype KV, int D, int G, bool PREFETCH, int RING = mma_ring<D>(), bool RING_EARLY = HP_CUDA_ATTN_MMA_RING_EARLY,
+          bool CLUSTER = false>
 inline size_t mma_prepare_shared() {
     constexpr size_t bytes = mma_shared_bytes<D, PREFETCH, RING>();
     if (bytes > 0) {
-        cudaFuncSetAttribute(decode_attention_mma_kernel<KV, D, G, PREFETCH, RING, RING_EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(decode_attention_mma_kernel<KV, D, G, PREFETCH, RING, RING_EARLY, CLUSTER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(bytes));
     }
     return bytes;

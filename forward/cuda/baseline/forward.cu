@@ -703,14 +703,29 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     if constexpr (KV != HP_DTYPE_F32) {
         auto for_head = [&](auto d_head) {
             constexpr int D = decltype(d_head)::value;
-            const bool prefetch = batch.n_token <= HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS;
+            // attn_mma_prefetch_min_tokens: larger steps on the tensor cores prefetch too (d_head 64,
+            // group <= 4: the variant held to the same registers as the other).
+            const bool prefetch = batch.n_token <= HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS ||
+                                  (mma && D == 64 && group <= 4 && kMmaPrefetchHeld && batch.n_token >= HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS);
             if constexpr (HP_CUDA_ATTN_KERNEL == 2 && D >= 64) {
                 if (mma) {
                     // The variant without PREFETCH may hold a shared-memory ring (knob attn_mma_ring).
-                    if (group <= 4 && prefetch) launch(std::false_type{}, decode_attention_mma_kernel<KV, D, 4, true>, kFdWarps);
-                    else if (group <= 4) launch(std::false_type{}, decode_attention_mma_kernel<KV, D, 4, false>, kFdWarps, mma_prepare_shared<KV, D, 4, false>());
-                    else if (prefetch) launch(std::false_type{}, decode_attention_mma_kernel<KV, D, kMaxGroup, true>, kFdWarps);
-                    else launch(std::false_type{}, decode_attention_mma_kernel<KV, D, kMaxGroup, false>, kFdWarps, mma_prepare_shared<KV, D, kMaxGroup, false>());
+                    auto mma_launch = [&](auto in_cluster) {
+                        constexpr bool C = decltype(in_cluster)::value;
+                        constexpr int R = mma_ring<D>();
+                        constexpr bool E = HP_CUDA_ATTN_MMA_RING_EARLY;
+                        if (group <= 4 && prefetch) return launch(in_cluster, decode_attention_mma_kernel<KV, D, 4, true, R, E, C>, kFdWarps);
+                        if (group <= 4) return launch(in_cluster, decode_attention_mma_kernel<KV, D, 4, false, R, E, C>, kFdWarps, mma_prepare_shared<KV, D, 4, false, R, E, C>());
+                        if (prefetch) return launch(in_cluster, decode_attention_mma_kernel<KV, D, kMaxGroup, true, R, E, C>, kFdWarps);
+                        return launch(in_cluster, decode_attention_mma_kernel<KV, D, kMaxGroup, false, R, E, C>, kFdWarps,
+                                      mma_prepare_shared<KV, D, kMaxGroup, false, R, E, C>());
+                    };
+                    // attn_mma_cluster: up to that many splits as one cluster where the device schedules
+                    // it (kernels compiled only with the knob on), else the last-block reduction.
+                    if constexpr (HP_CUDA_ATTN_MMA_CLUSTER >= 2) {
+                        if (p.n_split <= HP_CUDA_ATTN_MMA_CLUSTER && fd_cluster(p.n_split) && mma_launch(std::true_type{})) return;
+                    }
+                    mma_launch(std::false_type{});
                     return;
                 }
             }

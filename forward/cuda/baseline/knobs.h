@@ -59,6 +59,12 @@
 #ifndef HP_CUDA_ATTN_MMA_RING_EARLY
 #define HP_CUDA_ATTN_MMA_RING_EARLY 0
 #endif
+#ifndef HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS
+#define HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS 0
+#endif
+#ifndef HP_CUDA_ATTN_MMA_CLUSTER
+#define HP_CUDA_ATTN_MMA_CLUSTER 0
+#endif
 #ifndef HP_CUDA_ATTN_FD_MIN_STEPS
 #define HP_CUDA_ATTN_FD_MIN_STEPS 1
 #endif
@@ -184,7 +190,7 @@
 #ifndef HP_CUDA_MOE_FUSED_TRACE
 #define HP_CUDA_MOE_FUSED_TRACE 0
 #endif
-// Nor this: a diagnostic build of the CUDA-core flash-decoding attention (-DHP_CUDA_ATTN_TRACE=1)
+// Nor this: a diagnostic build of the flash-decoding attention, both kernels (-DHP_CUDA_ATTN_TRACE=1)
 // records per block when it starts, passes the wait, ends its steps, and passes each of the block
 // and cluster reductions, and the plugin logs the last step's phase times at destroy.
 #ifndef HP_CUDA_ATTN_TRACE
@@ -321,6 +327,8 @@ static_assert((HP_CUDA_ATTN_MMA_RING == 0 || (HP_CUDA_ATTN_MMA_RING >= 2 && HP_C
               "attn_mma_ring: 0 or 2..4; attn_mma_ring_128: 0 or 2..3");
 static_assert(HP_CUDA_ATTN_FD_RING == 0 || (HP_CUDA_ATTN_FD_RING >= 2 && HP_CUDA_ATTN_FD_RING <= 4), "attn_fd_ring: 0 or 2..4");
 static_assert(HP_CUDA_ATTN_MMA_RING_EARLY == 0 || HP_CUDA_ATTN_MMA_RING_EARLY == 1, "attn_mma_ring_early: 0 or 1");
+static_assert(HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS >= 0, "attn_mma_prefetch_min_tokens: 0 (never) or more");
+static_assert(HP_CUDA_ATTN_MMA_CLUSTER == 0 || (HP_CUDA_ATTN_MMA_CLUSTER >= 2 && HP_CUDA_ATTN_MMA_CLUSTER <= 16), "attn_mma_cluster: 0 (never) or the most splits of one cluster, 2..16");
 static_assert(HP_CUDA_ATTN_FD_MIN_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_BLOCKS <= 16, "attn_fd_min_blocks: 1..16");
 static_assert(HP_CUDA_ATTN_FD_TARGET_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_STEPS >= 1, "attn_fd_target_blocks, attn_fd_min_steps: positive");
 static_assert(HP_CUDA_MOE_ROWS_PER_BLOCK >= 1 && HP_CUDA_MOE_ROWS_PER_BLOCK <= 32, "moe_rows_per_block: 1..32");
