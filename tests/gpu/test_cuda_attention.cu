@@ -45,7 +45,7 @@ struct Case {
     int block_tokens = 16;  // 8: warp steps of 16 positions span paged blocks
     bool small_warps = false;  // the CUDA-core kernel with kFdSmallWarps warps per block (knob attn_fd_small_warps)
     bool alone = false;        // every token alone in its sequence (a decode step), else every fifth shares
-    bool cluster = false;      // the CUDA-core kernel's splits as one cluster (knob attn_fd_cluster)
+    bool cluster = false;      // the splits as one cluster (knobs attn_fd_cluster, attn_mma_cluster)
     int ring = -1;             // the tensor-core kernel without PREFETCH, bf16: its shared-memory ring of this many steps
                                // (knob attn_mma_ring; 0 register loads), -1: the build's knob
     bool ring_early = false;   // with ring >= 2: the ring's first steps before the wait (knob attn_mma_ring_early)
@@ -452,7 +452,7 @@ TEST(CudaDecodeAttention, ClusteredSplitsMatchLastBlockReduction) {
         {33, 32, 8, 64, HP_DTYPE_BF16, 8, 300, false, false, 16, false, true},
         // The tensor-core kernel (attn_mma_cluster):
         {32, 32, 8, 64, HP_DTYPE_BF16, 2, 1024, false, true, 16, false, true},  // llama-3.2-1b batch 32
-        {32, 32, 8, 64, HP_DTYPE_BF16, 2, 1024, true, true, 16, false, true},   // with the prefetch (attn_mma_prefetch_min_tokens)
+        {32, 32, 8, 64, HP_DTYPE_BF16, 2, 1024, true, true, 16, false, true},   // the PREFETCH variant (under this build's register bound)
         {16, 32, 8, 64, HP_DTYPE_BF16, 4, 1024, true, true, 16, false, true},   // batch 16
         {8, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, true, true, 8, false, true},     // batch 8, blocks of 8 tokens
         {5, 32, 4, 128, HP_DTYPE_BF16, 3, 500, false, true, 16, false, false},  // d_head 128, group 8, shared sequences

@@ -173,7 +173,8 @@ __global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>(
     // ring[((warp * R + i) * kChunks + chunk) * 32 + lane] (K chunks first, then V, in load_step's order).
     constexpr int R = RING, kChunks = mma_chunks<D>();
     constexpr bool kRing = !PREFETCH && R >= 2;
-    static_assert(mma_shared_bytes<D, PREFETCH, RING>() + sizeof(FdShared<D, G>) <= 232448, "attn_mma_ring: the ring and the block's state exceed 227 KB");
+    static_assert(mma_shared_bytes<D, PREFETCH, RING>() + sizeof(FdShared<D, G>) + (CLUSTER ? sizeof(FdClusterInbox<D, G>) : 0) <= 232448,
+                  "attn_mma_ring: the ring, the block's state and the cluster's inbox exceed 227 KB");
     extern __shared__ uint4 ring[];
     auto copy_step = [&](int step, int stage) {
         const int first = step * kMmaStep;
