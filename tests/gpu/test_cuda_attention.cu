@@ -74,28 +74,33 @@ void launch_ring(dim3 grid, const base::DecodeAttentionParams &p, const float *q
     }
 }
 
-// The CUDA-core kernel with its splits as one cluster, launched as forward.cu does.
+// A kernel compiled for clusters (CLUSTER true) in blocks of `warps` warps, its splits as one cluster,
+// launched as forward.cu does; grid as the other launches' (kv head, token, split).
+template <typename Kernel>
+void launch_clustered(Kernel kernel, int warps, size_t shared_bytes, dim3 grid, const base::DecodeAttentionParams &p, const float *q,
+                      const int32_t *positions, const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial,
+                      int32_t *counters, __nv_bfloat16 *out) {
+    const bool launched = base::launch_decode_attention_kernel<true>(kernel, int(grid.x), int(grid.y), p.n_split, warps, shared_bytes, cudaStream_t(0),
+                                                                     p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    EXPECT_TRUE(launched) << "the H200 schedules clusters of " << p.n_split << " blocks";
+}
+
+// The CUDA-core kernel with its splits as one cluster (knob attn_fd_cluster).
 template <hp_dtype KV, int D, int G, bool PREFETCH, int W>
 void launch_cluster(dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
                     const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
     auto kernel = base::decode_attention_kernel<KV, D, G, PREFETCH, W, true>;
-    const bool launched = base::launch_decode_attention_kernel<true>(kernel, int(grid.x), int(grid.y), p.n_split, W,
-                                                                     base::fd_prepare_shared<PREFETCH, W>(kernel), cudaStream_t(0), p, q, positions, token_seq,
-                                                                     tables, k, v, partial, counters, out);
-    EXPECT_TRUE(launched) << "the H200 schedules clusters of " << p.n_split << " blocks";
+    launch_clustered(kernel, W, base::fd_prepare_shared<PREFETCH, W>(kernel), grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
 }
 
-// The tensor-core kernel with its splits as one cluster (knob attn_mma_cluster), launched as forward.cu does.
+// The tensor-core kernel with its splits as one cluster (knob attn_mma_cluster).
 template <hp_dtype KV, int D, int G, bool PREFETCH>
 void launch_mma_cluster(dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
                         const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
     constexpr int R = base::mma_ring<D>();
     constexpr bool E = HP_CUDA_ATTN_MMA_RING_EARLY;
-    auto kernel = base::decode_attention_mma_kernel<KV, D, G, PREFETCH, R, E, true>;
-    const bool launched = base::launch_decode_attention_kernel<true>(kernel, int(grid.x), int(grid.y), p.n_split, base::kFdWarps,
-                                                                     base::mma_prepare_shared<KV, D, G, PREFETCH, R, E, true>(), cudaStream_t(0), p, q,
-                                                                     positions, token_seq, tables, k, v, partial, counters, out);
-    EXPECT_TRUE(launched) << "the H200 schedules clusters of " << p.n_split << " blocks";
+    launch_clustered(base::decode_attention_mma_kernel<KV, D, G, PREFETCH, R, E, true>, base::kFdWarps, base::mma_prepare_shared<KV, D, G, PREFETCH, R, E, true>(),
+                     grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
 }
 
 template <int D, int G, bool PREFETCH>

@@ -56,10 +56,13 @@ __host__ __device__ constexpr size_t mma_shared_bytes() {
 // attn_fd_min_blocks blocks per SM like the other (at 4: 128 registers, no spills, ptxas -v; 140
 // unbounded, which leaves 3 blocks per SM and a batch-32 launch of 512 blocks in two waves), so that
 // steps of that many tokens can keep two warp steps (8 KB) a warp in flight at full occupancy.
-constexpr bool kMmaPrefetchHeld = HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS > 0;
+// mma_prefetch_held: whether the knob holds the PREFETCH variant of these template arguments (and so
+// larger steps may take it: forward.cu).
+template <int D, int G>
+__host__ __device__ constexpr bool mma_prefetch_held() { return HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS > 0 && D == 64 && G <= 4; }
 template <int D, int G, bool PREFETCH>
 __host__ __device__ constexpr int mma_min_blocks() {
-    return (PREFETCH && !(kMmaPrefetchHeld && D == 64)) || G > 4 || D > 64 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS;
+    return (PREFETCH && !mma_prefetch_held<D, G>()) || G > 4 || D > 64 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS;
 }
 
 template <hp_dtype KV>

@@ -703,10 +703,10 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     if constexpr (KV != HP_DTYPE_F32) {
         auto for_head = [&](auto d_head) {
             constexpr int D = decltype(d_head)::value;
-            // attn_mma_prefetch_min_tokens: larger steps on the tensor cores prefetch too (d_head 64,
-            // group <= 4: the variant held to the same registers as the other).
+            // attn_mma_prefetch_min_tokens: larger steps on the tensor cores prefetch too, where the
+            // variant is held to the same registers as the other (group <= 4 runs G = 4).
             const bool prefetch = batch.n_token <= HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS ||
-                                  (mma && D == 64 && group <= 4 && kMmaPrefetchHeld && batch.n_token >= HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS);
+                                  (mma && group <= 4 && mma_prefetch_held<D, 4>() && batch.n_token >= HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS);
             if constexpr (HP_CUDA_ATTN_KERNEL == 2 && D >= 64) {
                 if (mma) {
                     // The variant without PREFETCH may hold a shared-memory ring (knob attn_mma_ring).
