@@ -292,7 +292,8 @@ void run_case(const Case &c, uint32_t seed) {
                               arena.filled<unsigned long long>(1, 0ull),
                               arena.filled<float>(size_t(hp_cuda_gemv::device_sm_count()) * D, NAN),
                               c.logit_flags ? arena.filled<unsigned long long>(size_t(E), 0ull) : nullptr,
-                              c.dynamic_items ? arena.filled<int>(1, 0) : nullptr);
+                              c.dynamic_items ? arena.filled<int>(1, 0) : nullptr,
+                              c.logit_flags && moe::kFusedActTags ? arena.filled<uint32_t>(size_t(k) * F, 0u) : nullptr);
         f.tables_shared = c.tables_shared;
         if (c.launches > 1) {
             warm = f;
@@ -444,6 +445,28 @@ void run_case(const Case &c, uint32_t seed) {
     }
     EXPECT_EQ(bad, 0);
     std::printf("  residual: worst error %.3f of the bound\n", worst);
+    // moe_fused_act_tags (test_cuda_moe_tags): the down that polls the tagged act against the one after
+    // barrier 2, the same launch again on a fresh x with no tag words: the same bits.
+    if (c.fused && f.act_tags && c.down == moe::FusedDown::mma) {
+        moe::FusedParams plain = f;
+        plain.act_tags = nullptr;
+        plain.x = arena.upload(x0);
+        if (plain.norm_out.h) {
+            plain.norm_out.h = reinterpret_cast<__nv_bfloat16 *>(arena.filled<uint16_t>(size_t(D), 0x7fc0));
+            plain.norm_out.sum_sq = arena.filled<float>(size_t(n_tile), NAN);
+        }
+        for (void *ptr : arena.ptrs) ASSERT_NE(ptr, nullptr);
+        ASSERT_EQ(moe::launch_fused(plain, nullptr, c.down), cudaSuccess);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        const auto plain_x = download(plain.x, size_t(D));
+        ASSERT_EQ(std::memcmp(plain_x.data(), got_x.data(), size_t(D) * sizeof(float)), 0) << "tagged act and barrier 2 differ in x";
+        if (plain.norm_out.h) {
+            const auto plain_h = download(reinterpret_cast<const uint16_t *>(plain.norm_out.h), size_t(D));
+            const auto tagged_h = download(reinterpret_cast<const uint16_t *>(f.norm_out.h), size_t(D));
+            ASSERT_EQ(plain_h, tagged_h) << "tagged act and barrier 2 differ in the next norm's operand";
+        }
+        std::printf("  tagged act: bit-identical to barrier 2\n");
+    }
     if (c.next_norm && c.single_token) {  // bf16(x * w) and the tiles' sums of x^2, from the device's own x
         const auto got_h = download(reinterpret_cast<const uint16_t *>(s.norm_out.h), size_t(D));
         const auto got_sum_sq = download(s.norm_out.sum_sq, size_t(n_tile));

@@ -114,6 +114,7 @@ struct BaselineState {
     float *moe_partial = nullptr;               // its split down's per-block partials, f32 [SMs][d_model] (moe_fused_split_down)
     unsigned long long *moe_logit_tags = nullptr;  // its tagged logits, [n_expert], zero at create (moe_fused_logit_flags)
     int *moe_items = nullptr;  // its gate/up items' claim counter, zero between launches (moe_fused_dynamic_items)
+    uint32_t *moe_act_tags = nullptr;  // its act as tagged words, [k][d_ff_expert], zero at create (moe_fused_act_tags)
     unsigned long long *moe_trace = nullptr;  // HP_CUDA_MOE_FUSED_TRACE builds: [n_layer][SMs][kFusedTracePoints] of the last step
     unsigned long long *attn_trace = nullptr;  // HP_CUDA_ATTN_TRACE builds: [n_layer][kFdTraceBlocks][kFdTracePoints] of the last step
     Matrix lm_head;
@@ -617,6 +618,12 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
             if (!state->moe_logit_tags) return fail(HP_ERR_OUT_OF_MEMORY);
             cudaMemsetAsync(state->moe_logit_tags, 0, bytes, state->stream);
         }
+        if (hp_cuda_moe::kFusedActTags && state->moe_logit_tags) {  // zero with the counter: the tags are derived from it (fused_act_tag)
+            const size_t bytes = size_t(c.n_expert_used) * size_t(std::max(c.d_ff_expert, 1)) * sizeof(uint32_t);
+            state->moe_act_tags = static_cast<uint32_t *>(state_alloc(*state, bytes, state->allocations));
+            if (!state->moe_act_tags) return fail(HP_ERR_OUT_OF_MEMORY);
+            cudaMemsetAsync(state->moe_act_tags, 0, bytes, state->stream);
+        }
         if (HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS) {
             state->moe_items = static_cast<int *>(state_alloc(*state, sizeof(int), state->allocations));
             if (!state->moe_items) return fail(HP_ERR_OUT_OF_MEMORY);
@@ -907,7 +914,7 @@ bool moe(BaselineState &state, int layer, int n_token, int32_t *expert_counts, b
     }
     if (step.single_token && HP_CUDA_MOE_FUSED && m.router.n_in == c.d_model) {  // router to residual in one launch (moe_fused.cuh)
         hp_cuda_moe::FusedParams f = hp_cuda_moe::fused_params(step, m.router.w, a.router, state.moe_barrier, state.moe_partial, state.moe_logit_tags,
-                                                               state.moe_items);
+                                                               state.moe_items, state.moe_act_tags);
         if (state.moe_trace) f.trace = state.moe_trace + size_t(layer) * hp_cuda_gemv::device_sm_count() * hp_cuda_moe::kFusedTracePoints;
         if (hp_cuda_moe::fused_fits(f, m.experts_aligned) && hp_cuda_moe::fused_resident(f)) {
             if (const cudaError_t code = hp_cuda_moe::launch_fused(f, state.stream); code != cudaSuccess) {

@@ -247,6 +247,9 @@
 #ifndef HP_CUDA_MOE_FUSED_SPLIT_ALIGN
 #define HP_CUDA_MOE_FUSED_SPLIT_ALIGN 8
 #endif
+#ifndef HP_CUDA_MOE_FUSED_ACT_TAGS
+#define HP_CUDA_MOE_FUSED_ACT_TAGS 0
+#endif
 #ifndef HP_CUDA_ATTN_FD_REDUCE_UNROLL
 #define HP_CUDA_ATTN_FD_REDUCE_UNROLL 8
 #endif
@@ -394,6 +397,7 @@ static_assert(HP_CUDA_MOE_FUSED_SPLIT_DOWN == 0 || HP_CUDA_MOE_FUSED_SPLIT_DOWN 
 static_assert(HP_CUDA_MOE_FUSED_LOGIT_FLAGS == 0 || HP_CUDA_MOE_FUSED_LOGIT_FLAGS == 1, "moe_fused_logit_flags: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_TABLES_SHARED == 0 || HP_CUDA_MOE_FUSED_TABLES_SHARED == 1, "moe_fused_tables_shared: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS == 0 || HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS == 1, "moe_fused_dynamic_items: 0 or 1");
+static_assert(HP_CUDA_MOE_FUSED_ACT_TAGS == 0 || HP_CUDA_MOE_FUSED_ACT_TAGS == 1, "moe_fused_act_tags: 0 or 1");
 static_assert(HP_CUDA_MOE_FUSED_SPLIT_ALIGN >= 8 && HP_CUDA_MOE_FUSED_SPLIT_ALIGN % 8 == 0, "moe_fused_split_align: a positive multiple of 8");
 static_assert(HP_CUDA_ATTN_FD_REDUCE_UNROLL >= 1 && HP_CUDA_ATTN_FD_REDUCE_UNROLL <= 64, "attn_fd_reduce_unroll: 1..64");
 static_assert(HP_CUDA_ATTN_FD_SMALL_WARPS >= 1 && HP_CUDA_ATTN_FD_SMALL_WARPS <= 8, "attn_fd_small_warps: 1..8 (shared memory of the block)");

@@ -223,8 +223,9 @@ __device__ inline void accumulate_tile(float *x, const hp_cuda_gemv::NormOut &no
 }
 
 // One d_ff row of a one-token gate/up, from each lane's partial sums of g and u: the warp's sums,
-// scaled by 1/rms, and lane 0 stores bf16(weight * silu(g) * u).
-__device__ inline void store_silu_act(float g, float u, float inv_rms, float weight, __nv_bfloat16 *out) {
+// scaled by 1/rms, and lane 0 hands bf16(weight * silu(g) * u) to `store`.
+template <typename Store>
+__device__ inline void silu_act_to(float g, float u, float inv_rms, float weight, Store store) {
     for (int offset = 16; offset > 0; offset /= 2) {
         g += __shfl_xor_sync(0xffffffffu, g, offset);
         u += __shfl_xor_sync(0xffffffffu, u, offset);
@@ -232,8 +233,11 @@ __device__ inline void store_silu_act(float g, float u, float inv_rms, float wei
     if (threadIdx.x % 32 == 0) {
         g *= inv_rms;
         u *= inv_rms;
-        *out = __float2bfloat16_rn(weight * (g / (1.0f + __expf(-g)) * u));
+        store(__float2bfloat16_rn(weight * (g / (1.0f + __expf(-g)) * u)));
     }
+}
+__device__ inline void store_silu_act(float g, float u, float inv_rms, float weight, __nv_bfloat16 *out) {
+    silu_act_to(g, u, inv_rms, weight, [out](__nv_bfloat16 value) { *out = value; });
 }
 
 // One-token steps (knob moe_single_token): the token's k experts are all distinct and hit once, so

@@ -26,6 +26,10 @@
 //            (they do not depend on act), then act comes to shared memory. Per row the k experts'
 //            dot products are added in expert order, then x += sum, and with norm_out the next
 //            norm's bf16 operand and the tile's sum of x^2, exactly as expert_down_single_kernel.
+// Tagged act (knob moe_fused_act_tags, with the tensor-core down and the tagged logits): no barrier 2.
+// Each act value also goes out as a 32-bit word carrying the launch's tag, and each warp of down
+// polls the words of its next round of units until they carry it, so a block multiplies the experts
+// whose rows are done while the grid's last gate/up rows are in flight.
 // Split down (knob moe_fused_split_down) replaces the last two phases, so that no block waits for
 // the whole gate/up before its down bytes move:
 //   gate/up  block b takes the R items b*R .. b*R + R - 1 (R = fused_split_rows: the k * d_ff items
@@ -66,6 +70,11 @@ constexpr int kFusedMaxShared = 216 * 1024;                     // dynamic share
 // Knob moe_fused_dynamic_items: compiled in only when on (with it off the kernel has no trace of it;
 // test_cuda_moe_dyn is test_cuda_moe built with it on). At run time it also needs FusedParams::items.
 constexpr bool kFusedDynamicItems = HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS;
+// Knob moe_fused_act_tags: compiled in only when on (test_cuda_moe_tags is test_cuda_moe built with it
+// on); at run time it also needs FusedParams::act_tags and the tagged logits, and is not taken with
+// moe_fused_dynamic_items (whose counter is reset after barrier 2).
+constexpr bool kFusedActTags = HP_CUDA_MOE_FUSED_ACT_TAGS && !HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS;
+constexpr int kFusedMmaRound = kFusedDownUnroll / 2;  // tensor-core down: units per round of loads (a unit is two loads)
 // HP_CUDA_MOE_FUSED_TRACE: per block, when it starts, passes griddepcontrol.wait, has written its
 // logits, has the grid's logits (barrier 1 passed and the logits read, or the tagged words), has routed, has done its gate/up rows, passes barrier 2, has act in
 // shared memory, has done its first down tile's dot products (thread 0's warp), and ends. Split
@@ -102,12 +111,16 @@ struct FusedParams {
     // before a launch and set back to zero by block 0 after barrier 2. Null: the fixed round robin. (Last,
     // so that the other members keep their offsets in the kernel's parameters.)
     int *items = nullptr;
+    // Optional: u32 [k][d_ff], zero at create and left to the kernel: act as tagged words (knob
+    // moe_fused_act_tags, kFusedActTags; see fused_act_tag). Null: barrier 2.
+    uint32_t *act_tags = nullptr;
 };
 
 // The fused launch of a one-token MoeStep (single_token, its norm_out as the one-token down's): the
 // router's bf16 weights, where its logits go, and the grid barrier's counter.
 inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, float *logits, unsigned long long *barrier,
-                                float *partial = nullptr, unsigned long long *logit_tags = nullptr, int *items = nullptr) {
+                                float *partial = nullptr, unsigned long long *logit_tags = nullptr, int *items = nullptr,
+                                uint32_t *act_tags = nullptr) {
     FusedParams f;
     f.router = router;
     f.logits = logits;
@@ -130,6 +143,7 @@ inline FusedParams fused_params(const MoeStep &s, const __nv_bfloat16 *router, f
     f.partial = partial;
     f.logit_tags = logit_tags;
     f.items = items;
+    f.act_tags = act_tags;
     f.tables_shared = HP_CUDA_MOE_FUSED_TABLES_SHARED;
     f.d_model = s.d_model;
     f.d_ff = s.d_ff;
@@ -212,6 +226,41 @@ __device__ inline void take_tagged_logits(const unsigned long long *tags, int n_
     __syncwarp();
 }
 
+// moe_fused_act_tags: the 16-bit tag of a launch's act words, from its logits' tag (1..65535, never
+// the zero of a word never written). Consecutive launches differ, and every launch rewrites all the
+// words it reads, so a word from an earlier launch never carries the reader's tag.
+__device__ inline uint32_t fused_act_tag(uint32_t logit_tag) { return logit_tag % 65535u + 1u; }
+__device__ inline void put_tagged_act(uint32_t *word, uint32_t tag16, __nv_bfloat16 value) {
+    const uint32_t bits = (tag16 << 16) | __bfloat16_as_ushort(value);
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(word), "r"(bits) : "memory");
+}
+// moe_fused_act_tags, by one whole warp of the tensor-core down: the act of the round's units
+// (unit[u] = expert a * n_step + step s, -1 for none; a unit's B fragments are act chunks 4 s .. 4 s + 3
+// of expert a, its words a * F + 32 s .. + 31) into `stage` ([kFusedMmaRound][32] bf16, the warp's own):
+// lane i loads word i of every unit, and the warp polls until each word carries `tag16` (words past
+// d_ff count as zeros). A tag that never comes (a bug: ~2^24 polls are seconds) traps.
+__device__ inline void take_tagged_act(const uint32_t *act_tags, const int (&unit)[kFusedMmaRound], int n_step, int F, uint32_t tag16,
+                                       __nv_bfloat16 *stage) {
+    const int lane = threadIdx.x % 32;
+    uint32_t word[kFusedMmaRound];
+    bool done = false;
+    for (unsigned polls = 0; !__all_sync(0xffffffffu, done); ++polls) {
+        if (polls == (1u << 24)) __trap();
+        done = true;
+#pragma unroll
+        for (int u = 0; u < kFusedMmaRound; ++u) {
+            const int a = unit[u] / n_step, j = (unit[u] - a * n_step) * 32 + lane;
+            word[u] = tag16 << 16;  // a zero of this launch
+            if (unit[u] >= 0 && j < F) asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(word[u]) : "l"(act_tags + int64_t(a) * F + j) : "memory");
+        }
+#pragma unroll
+        for (int u = 0; u < kFusedMmaRound; ++u) done = done && word[u] >> 16 == tag16;
+    }
+#pragma unroll
+    for (int u = 0; u < kFusedMmaRound; ++u) stage[u * 32 + lane] = __ushort_as_bfloat16(static_cast<unsigned short>(word[u] & 0xffffu));
+    __syncwarp();
+}
+
 // How the down phase reads its weights: whole rows after the grid has done gate/up, by register
 // loads with their products by FMAs (rows) or on tensor cores (mma: moe_fused_down_mma), or the
 // block's first tile staged in shared memory during gate/up (staged: moe_fused_stage_down); or split
@@ -237,12 +286,13 @@ __host__ __device__ inline int fused_split_rows(int k, int d_ff, int blocks) {
 // down: [split_rows]), the logits (f32 [n_expert]), the down partials (f32 [k][16]; mma:
 // [max(k, kFusedWarps)][16]; split down: [2 kFusedWarps][16]), the staged rows' mbarrier and, when
 // the block's down rows are staged, those rows (bf16 [k][16][d_ff], 128-byte aligned); with
-// tables_shared, the expert tables before them (pointers [3][n_expert]: gate, up, down).
+// tables_shared, the expert tables before them (pointers [3][n_expert]: gate, up, down); with act_tags
+// (the tensor-core down's tagged act), each warp's round of act chunks (bf16 [warps][kFusedMmaRound][32]) last.
 struct FusedLayout {
-    size_t h, act, logits, partial, bar, tables, down, total;
+    size_t h, act, logits, partial, bar, tables, down, act_stage, total;
 };
 __host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k, int n_expert, bool staged, int split_rows = 0, bool mma = false,
-                                                    bool tables = false) {
+                                                    bool tables = false, bool act_tags = false) {
     FusedLayout l;
     l.h = 0;
     l.act = l.h + size_t(d_model) * 2;
@@ -254,6 +304,8 @@ __host__ __device__ inline FusedLayout fused_layout(int d_model, int d_ff, int k
     const size_t tables_end = l.tables + (tables ? 3 * size_t(n_expert) * sizeof(void *) : 0);
     l.down = (tables_end + 127) / 128 * 128;
     l.total = staged ? l.down + size_t(k) * kTileRows * d_ff * 2 : tables_end;
+    l.act_stage = (l.total + 15) / 16 * 16;
+    if (act_tags) l.total = l.act_stage + size_t(kFusedWarps) * kFusedMmaRound * 32 * 2;
     return l;
 }
 
@@ -354,6 +406,9 @@ template <int PER_LANE, bool SPLIT, bool MMA, bool DEFAULT_HANDOFF>
 __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constant__ FusedParams p) {
     constexpr int U = kFusedUnroll, DU = kFusedDownUnroll, W = kFusedWarps;
     const bool tagged = DEFAULT_HANDOFF || p.logit_tags, tables_shared = DEFAULT_HANDOFF || p.tables_shared;
+    // moe_fused_act_tags (plan_fused gives DEFAULT_HANDOFF only with p.act_tags when it is compiled in).
+    constexpr bool kActTagsCompiled = kFusedActTags && MMA && !SPLIT;
+    const bool act_tagged = kActTagsCompiled && (DEFAULT_HANDOFF || (tagged && p.act_tags));
     extern __shared__ __align__(128) unsigned char fused_shared[];
     __shared__ SingleRoute route_s;
     __shared__ const __nv_bfloat16 *gate_s[kMaxSingleExperts], *up_s[kMaxSingleExperts], *down_s[kMaxSingleExperts];
@@ -363,7 +418,7 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     const int n_warp = int(gridDim.x) * W, gw = int(blockIdx.x) * W + warp;
     const int D = p.d_model, F = p.d_ff, k = p.k, n_expert = p.n_expert;
     const int n_chunk = D / 8, n_chunk_f = F / 8, n_tile = (D + kTileRows - 1) / kTileRows;
-    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down, SPLIT ? p.split_rows : 0, MMA, tables_shared);
+    const FusedLayout layout = fused_layout(D, F, k, n_expert, p.stage_down, SPLIT ? p.split_rows : 0, MMA, tables_shared, act_tagged);
     auto *h_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.h);
     auto *act_s = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.act);
     auto *logits_s = reinterpret_cast<float *>(fused_shared + layout.logits);
@@ -494,7 +549,19 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
                 u_sum = hp_cuda_gemv::dot_chunk(u_sum, wu[u], xv);
             }
         }
-        store_silu_act(g, u_sum, inv_rms, route_s.weight[a], SPLIT ? act_s + (i - split_first) : p.act + i);
+        if constexpr (kActTagsCompiled) {
+            if (act_tagged) {
+                const uint32_t tag16 = fused_act_tag(tag);
+                silu_act_to(g, u_sum, inv_rms, route_s.weight[a], [&](__nv_bfloat16 value) {
+                    p.act[i] = value;
+                    put_tagged_act(p.act_tags + i, tag16, value);
+                });
+            } else {
+                store_silu_act(g, u_sum, inv_rms, route_s.weight[a], p.act + i);
+            }
+        } else {
+            store_silu_act(g, u_sum, inv_rms, route_s.weight[a], SPLIT ? act_s + (i - split_first) : p.act + i);
+        }
         next = dynamic ? n_warp + __shfl_sync(0xffffffffu, claimed, 0) : i + (SPLIT ? W : n_warp);
     }
     if constexpr (SPLIT) {
@@ -545,15 +612,22 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     // after thread 0 has arrived, so that its release does not wait for them.
     const bool first_loads = int(blockIdx.x) < n_tile && !staged;
     if (first_loads && warp != 0) load_units(blockIdx.x, 0);
+    // (With act_tagged the block still arrives, once a launch, so that the next launch's tag is new,
+    // but does not wait: each warp polls the act words of its units instead.)
     const unsigned long long target = fused_grid_arrive(p.barrier);
     if (first_loads && warp == 0) load_units(blockIdx.x, 0);
-    fused_grid_wait(p.barrier, target);
-    // Every warp's claims came back before its block arrived: the counter is free for the next launch.
-    if (dynamic && blockIdx.x == 0 && threadIdx.x == 0) *p.items = 0;
-    trace(6);
-    for (int i = threadIdx.x; i < k * n_chunk_f; i += W * 32) reinterpret_cast<uint4 *>(act_s)[i] = __ldcg(reinterpret_cast<const uint4 *>(p.act) + i);
-    __syncthreads();
+    if (!act_tagged) {
+        fused_grid_wait(p.barrier, target);
+        // Every warp's claims came back before its block arrived: the counter is free for the next launch.
+        if (dynamic && blockIdx.x == 0 && threadIdx.x == 0) *p.items = 0;
+        trace(6);
+        for (int i = threadIdx.x; i < k * n_chunk_f; i += W * 32) reinterpret_cast<uint4 *>(act_s)[i] = __ldcg(reinterpret_cast<const uint4 *>(p.act) + i);
+        __syncthreads();
+    } else {
+        trace(6);
+    }
     trace(7);
+    auto *act_stage = reinterpret_cast<__nv_bfloat16 *>(fused_shared + layout.act_stage) + warp * kFusedMmaRound * 32;  // act_tagged: this warp's
     for (int tile = blockIdx.x; tile < n_tile; tile += gridDim.x) {
         const bool from_stage = staged && tile == int(blockIdx.x);
         if (from_stage) {  // the rows are in shared memory: pair by pair
@@ -574,10 +648,20 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
         for (int m0 = 0; m0 < (from_stage ? 0 : n_unit); m0 += kRound) {
             if (m0 > 0 || tile != int(blockIdx.x)) load_units(tile, m0);
             if constexpr (MMA) {
+                if constexpr (kActTagsCompiled) {
+                    if (act_tagged) {
+                        int unit[kFusedMmaRound];
+#pragma unroll
+                        for (int u = 0; u < kFusedMmaRound; ++u) unit[u] = m0 + u < n_unit ? warp + W * (m0 + u) : -1;
+                        take_tagged_act(p.act_tags, unit, n_step_e, F, fused_act_tag(tag), act_stage);
+                    }
+                }
 #pragma unroll
                 for (int u = 0; u < kRound; ++u) {
                     if (m0 + u >= n_unit) break;  // warp-uniform
-                    const uint4 b = g == 0 && act_chunk[u] >= 0 ? reinterpret_cast<const uint4 *>(act_s)[act_chunk[u]] : zero;
+                    const uint4 b = g == 0 && act_chunk[u] >= 0
+                                        ? (act_tagged ? reinterpret_cast<const uint4 *>(act_stage)[u * 4 + q] : reinterpret_cast<const uint4 *>(act_s)[act_chunk[u]])
+                                        : zero;
                     hp_cuda_gemv::mma_16816(acc4, wd[2 * u].x, wd[2 * u + 1].x, wd[2 * u].y, wd[2 * u + 1].y, b.x, b.y);
                     hp_cuda_gemv::mma_16816(acc4, wd[2 * u].z, wd[2 * u + 1].z, wd[2 * u].w, wd[2 * u + 1].w, b.z, b.w);
                 }
@@ -618,7 +702,7 @@ inline bool fused_fits(const FusedParams &p, bool experts_aligned) {
     using hp_cuda_gemv::aligned16;
     return experts_aligned && p.d_model % 8 == 0 && p.d_ff % 8 == 0 && p.k >= 1 && p.k <= kMaxSingleExperts && p.k <= p.n_expert &&
            p.n_expert <= kMaxExpert && aligned16(p.router) && aligned16(p.h) && aligned16(p.act) && p.barrier &&
-           fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, false, 0, true, p.tables_shared).total <= size_t(kFusedMaxShared);
+           fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, false, 0, true, p.tables_shared, kFusedActTags && p.act_tags).total <= size_t(kFusedMaxShared);
 }
 
 // How a fused launch runs: the kernel for the model's logits per lane and down form (split down
@@ -644,7 +728,9 @@ inline void (*fused_kernel(int per_lane, bool default_handoff))(FusedParams) {
 }
 inline FusedLaunch plan_fused(const FusedParams &p, FusedDown down) {
     const int per_lane = (p.n_expert + 31) / 32;
-    const bool default_handoff = p.logit_tags != nullptr && p.tables_shared;
+    // (with moe_fused_act_tags compiled in, the DEFAULT_HANDOFF kernel of the tensor-core down takes act tags)
+    const bool default_handoff = p.logit_tags != nullptr && p.tables_shared && (!kFusedActTags || p.act_tags);
+    const bool act_tags = kFusedActTags && down == FusedDown::mma && p.logit_tags && p.act_tags;
     FusedLaunch l;
     if (down == FusedDown::split && p.partial) {
         l.kernel = fused_kernel<true, false>(per_lane, default_handoff);
@@ -654,7 +740,7 @@ inline FusedLaunch plan_fused(const FusedParams &p, FusedDown down) {
                                           : fused_kernel<false, false>(per_lane, default_handoff);
         l.stage_down = down == FusedDown::staged && fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, true, 0, false, p.tables_shared).total <= size_t(kFusedMaxShared);
     }
-    l.shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, l.stage_down, l.split_rows, down == FusedDown::mma, p.tables_shared).total;
+    l.shared = fused_layout(p.d_model, p.d_ff, p.k, p.n_expert, l.stage_down, l.split_rows, down == FusedDown::mma, p.tables_shared, act_tags).total;
     return l;
 }
 
