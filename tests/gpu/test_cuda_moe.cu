@@ -445,7 +445,7 @@ void run_case(const Case &c, uint32_t seed) {
     }
     EXPECT_EQ(bad, 0);
     std::printf("  residual: worst error %.3f of the bound\n", worst);
-    // moe_fused_act_tags (test_cuda_moe_tags): the down that polls the tagged act against the one after
+    // moe_fused_act_tags (on by default; test_cuda_moe_barrier compiles it out): the down that polls the tagged act against the one after
     // barrier 2, the same launch again on a fresh x with no tag words: the same bits.
     if (c.fused && f.act_tags && c.down == moe::FusedDown::mma) {
         moe::FusedParams plain = f;

@@ -70,8 +70,8 @@ constexpr int kFusedMaxShared = 216 * 1024;                     // dynamic share
 // Knob moe_fused_dynamic_items: compiled in only when on (with it off the kernel has no trace of it;
 // test_cuda_moe_dyn is test_cuda_moe built with it on). At run time it also needs FusedParams::items.
 constexpr bool kFusedDynamicItems = HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS;
-// Knob moe_fused_act_tags: compiled in only when on (test_cuda_moe_tags is test_cuda_moe built with it
-// on); at run time it also needs FusedParams::act_tags and the tagged logits, and is not taken with
+// Knob moe_fused_act_tags (1): compiled in only when on (test_cuda_moe_barrier is test_cuda_moe built
+// with it off); at run time it also needs FusedParams::act_tags and the tagged logits, and is not taken with
 // moe_fused_dynamic_items (whose counter is reset after barrier 2).
 constexpr bool kFusedActTags = HP_CUDA_MOE_FUSED_ACT_TAGS && !HP_CUDA_MOE_FUSED_DYNAMIC_ITEMS;
 constexpr int kFusedMmaRound = kFusedDownUnroll / 2;  // tensor-core down: units per round of loads (a unit is two loads)
@@ -612,9 +612,17 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     // after thread 0 has arrived, so that its release does not wait for them.
     const bool first_loads = int(blockIdx.x) < n_tile && !staged;
     if (first_loads && warp != 0) load_units(blockIdx.x, 0);
-    // (With act_tagged the block still arrives, once a launch, so that the next launch's tag is new,
-    // but does not wait: each warp polls the act words of its units instead.)
-    const unsigned long long target = fused_grid_arrive(p.barrier);
+    // With act_tagged the block still arrives, once a launch, so that the next launch's tag is new, but
+    // by a relaxed add that orders nothing (the next launch reads the counter after this grid has
+    // ended) and does not wait: each warp polls the act words of its units instead. (A release
+    // arrival holds thread 0's warp until the memory ops queued before it are done: ~5 us a layer
+    // behind the grid's first down loads, in the trace.)
+    unsigned long long target = 0;
+    if (act_tagged) {
+        if (threadIdx.x == 0) asm volatile("red.relaxed.gpu.global.add.u64 [%0], 1;" ::"l"(p.barrier) : "memory");
+    } else {
+        target = fused_grid_arrive(p.barrier);
+    }
     if (first_loads && warp == 0) load_units(blockIdx.x, 0);
     if (!act_tagged) {
         fused_grid_wait(p.barrier, target);
