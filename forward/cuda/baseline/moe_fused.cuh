@@ -617,6 +617,13 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     // ended) and does not wait: each warp polls the act words of its units instead. (A release
     // arrival holds thread 0's warp until the memory ops queued before it are done: ~5 us a layer
     // behind the grid's first down loads, in the trace.)
+    // Without barrier 2, what keeps a block's tile writes (x, and norm_out's h and sum_sq, which may be
+    // the buffers p.h and p.x_sum_sq every block read at its start) from reaching a block that has not
+    // read them yet: a block writes its tile only after its units have seen every act word of the
+    // launch (its units cover every expert and column), and every block whose h or 1/rms goes into
+    // anything (a router row: the logits every block waits for; a gate/up row: an act word) made
+    // that value from its reads, so the reads were done before the word could be seen. A block with
+    // neither uses its copy of h and 1/rms for nothing.
     unsigned long long target = 0;
     if (act_tagged) {
         if (threadIdx.x == 0) asm volatile("red.relaxed.gpu.global.add.u64 [%0], 1;" ::"l"(p.barrier) : "memory");
