@@ -146,6 +146,7 @@ struct FdShared {
     float acc[W][G][D];
     float weight[kFdMaxSplit][G];
     float total[G];  // the last block's sum over splits of weight * l, per head
+    float head_m[G], head_l[G];  // fd_block_finish: per head the warps' max and their sum of weight * l
     bool last;
 };
 
@@ -267,18 +268,28 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     __syncthreads();
     fd_trace(p, 3);
     if constexpr (CLUSTER) fd_cluster_wait_started();
-    // The block's warps in warp order; a warp without positions has m = -inf and weighs 0.
+    // The block's warps in warp order; a warp without positions has m = -inf and weighs 0. Thread h
+    // takes head h's weights exp2(m_w - max), in place of the warps' m, and their sum of weight * l,
+    // once for the head's D outputs (each of which then is W products).
     const int64_t partial_row = int64_t(D + 2);
-    for (int o = threadIdx.x; o < group * D; o += W * 32) {
-        const int h = o / D, i = o % D;
+    for (int h = threadIdx.x; h < group; h += W * 32) {
         float m_max = -INFINITY;
         for (int w = 0; w < W; ++w) m_max = fmaxf(m_max, sh.m[w][h]);
-        float sum = 0.0f, value = 0.0f;
+        float sum = 0.0f;
         for (int w = 0; w < W; ++w) {
             const float weight = sh.m[w][h] == -INFINITY ? 0.0f : exp2f(sh.m[w][h] - m_max);
             sum += weight * sh.l[w][h];
-            value += weight * sh.acc[w][h][i];
+            sh.m[w][h] = weight;
         }
+        sh.head_m[h] = m_max;
+        sh.head_l[h] = sum;
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < group * D; o += W * 32) {
+        const int h = o / D, i = o % D;
+        const float m_max = sh.head_m[h], sum = sh.head_l[h];
+        float value = 0.0f;
+        for (int w = 0; w < W; ++w) value += sh.m[w][h] * sh.acc[w][h][i];
         if (p.n_split == 1) {
             out[(int64_t(t) * p.n_head + head0 + h) * D + i] = __float2bfloat16_rn(value / sum);
             continue;
