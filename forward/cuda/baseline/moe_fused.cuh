@@ -180,18 +180,21 @@ __device__ inline void fused_grid_wait(unsigned long long *counter, unsigned lon
 }
 __device__ inline void fused_grid_sync(unsigned long long *counter) { fused_grid_wait(counter, fused_grid_arrive(counter)); }
 
-// moe_fused_logit_flags: this launch's tag for its logits, from the barrier counter. Every block reads
-// the counter after griddepcontrol.wait, when every earlier launch on it has ended (each waited for
-// the kernel before it), and before the block arrives at this launch's own barrier; the counter
+// This launch's index on the barrier counter (counter / grid), from which its tags come. Every block
+// reads the counter after griddepcontrol.wait, when every earlier launch on it has ended (each waited
+// for the kernel before it), and before the block arrives at this launch's own barrier; the counter
 // cannot reach the next multiple of the grid until every block has arrived, so all blocks see the
-// same counter / grid. Every launch passes at least one grid barrier, so consecutive launches have
-// different tags, and no tag is 0, the words' value at create (until 2^32 launches wrap it: the
-// words are all rewritten by every launch, so only the previous launch's tag could be seen).
-__device__ inline uint32_t fused_logit_tag(const unsigned long long *counter) {
+// same counter / grid. Every launch arrives at least once (one or two grid barriers, or the tagged
+// act's single arrival), so the index grows by 1 or 2 from one launch to the next.
+__device__ inline unsigned long long fused_launch_index(const unsigned long long *counter) {
     unsigned long long seen;
     asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(counter) : "memory");
-    return uint32_t(seen / gridDim.x + 1);
+    return seen / gridDim.x;
 }
+// moe_fused_logit_flags: this launch's tag for its logits. Consecutive launches have different tags,
+// and no tag is 0, the words' value at create (until 2^32 launches wrap it: the words are all
+// rewritten by every launch, so only the previous launch's tag could be seen).
+__device__ inline uint32_t fused_logit_tag(unsigned long long launch) { return uint32_t(launch + 1); }
 // A router warp's logit for expert e, as one 64-bit word: the value and its launch's tag together,
 // so the reader needs no fence or flag besides the word itself.
 __device__ inline void put_tagged_logit(unsigned long long *tags, int e, uint32_t tag, float logit) {
@@ -226,10 +229,13 @@ __device__ inline void take_tagged_logits(const unsigned long long *tags, int n_
     __syncwarp();
 }
 
-// moe_fused_act_tags: the 16-bit tag of a launch's act words, from its logits' tag (1..65535, never
-// the zero of a word never written). Consecutive launches differ, and every launch rewrites all the
-// words it reads, so a word from an earlier launch never carries the reader's tag.
-__device__ inline uint32_t fused_act_tag(uint32_t logit_tag) { return logit_tag % 65535u + 1u; }
+// moe_fused_act_tags: the 16-bit tag of a launch's act words, from its 64-bit launch index (1..65535,
+// never the zero of a word never written; not from the 32-bit logit tag, whose wrap at 2^32 = 65535 *
+// 65537 + 1 would give two consecutive launches the same act tag). The words a launch reads were all
+// rewritten by the last launch that took this form, whose index is less than 65535 below (the plugin
+// runs one form for every layer; launches of other forms on the counter would have to number 65534 in
+// between), so a word from an earlier launch never carries the reader's tag.
+__device__ inline uint32_t fused_act_tag(unsigned long long launch) { return uint32_t(launch % 65535u) + 1u; }
 __device__ inline void put_tagged_act(uint32_t *word, uint32_t tag16, __nv_bfloat16 value) {
     const uint32_t bits = (tag16 << 16) | __bfloat16_as_ushort(value);
     asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(word), "r"(bits) : "memory");
@@ -413,7 +419,7 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     __shared__ SingleRoute route_s;
     __shared__ const __nv_bfloat16 *gate_s[kMaxSingleExperts], *up_s[kMaxSingleExperts], *down_s[kMaxSingleExperts];
     __shared__ float inv_rms_s;
-    __shared__ uint32_t tag_s;
+    __shared__ uint32_t tag_s, act_tag_s;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int n_warp = int(gridDim.x) * W, gw = int(blockIdx.x) * W + warp;
     const int D = p.d_model, F = p.d_ff, k = p.k, n_expert = p.n_expert;
@@ -453,7 +459,11 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     hp_cuda_gemv::wait_for_previous_grid();
     hp_cuda_gemv::launch_dependents();
     trace(1);
-    if (threadIdx.x == (W > 1 ? 32 : 0) && tagged) tag_s = fused_logit_tag(p.barrier);  // warp 1: warp 0 reads x_sum_sq meanwhile
+    if (threadIdx.x == (W > 1 ? 32 : 0) && tagged) {  // warp 1: warp 0 reads x_sum_sq meanwhile
+        const unsigned long long launch = fused_launch_index(p.barrier);
+        tag_s = fused_logit_tag(launch);
+        if constexpr (kActTagsCompiled) act_tag_s = fused_act_tag(launch);
+    }
     if (warp == 0) {
         const float inv_rms = p.x_sum_sq ? hp_cuda_gemv::warp_inv_rms(p.x_sum_sq, p.n_sum_sq, D, p.norm_eps) : 1.0f;
         if (lane == 0) inv_rms_s = inv_rms;
@@ -461,7 +471,7 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
     for (int i = threadIdx.x; i < n_chunk; i += W * 32) reinterpret_cast<uint4 *>(h_s)[i] = reinterpret_cast<const uint4 *>(p.h)[i];
     __syncthreads();
     const float inv_rms = inv_rms_s;
-    const uint32_t tag = tagged ? tag_s : 0;
+    const uint32_t tag = tagged ? tag_s : 0, act_tag = kActTagsCompiled && tagged ? act_tag_s : 0;
     for (int e = gw; e < n_expert; e += n_warp) {
         float dot = 0.0f;
         for (int c0 = 0; c0 < n_chunk; c0 += 32 * U) {
@@ -551,10 +561,9 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
         }
         if constexpr (kActTagsCompiled) {
             if (act_tagged) {
-                const uint32_t tag16 = fused_act_tag(tag);
                 silu_act_to(g, u_sum, inv_rms, route_s.weight[a], [&](__nv_bfloat16 value) {
                     p.act[i] = value;
-                    put_tagged_act(p.act_tags + i, tag16, value);
+                    put_tagged_act(p.act_tags + i, act_tag, value);
                 });
             } else {
                 store_silu_act(g, u_sum, inv_rms, route_s.weight[a], p.act + i);
@@ -668,7 +677,7 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
                         int unit[kFusedMmaRound];
 #pragma unroll
                         for (int u = 0; u < kFusedMmaRound; ++u) unit[u] = m0 + u < n_unit ? warp + W * (m0 + u) : -1;
-                        take_tagged_act(p.act_tags, unit, n_step_e, F, fused_act_tag(tag), act_stage);
+                        take_tagged_act(p.act_tags, unit, n_step_e, F, act_tag, act_stage);
                     }
                 }
 #pragma unroll
