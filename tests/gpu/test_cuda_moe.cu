@@ -716,12 +716,14 @@ TEST(CudaMoe, FusedOneTokenMatchesHostMath) {
         {1, 32, 20, 256, 64, Routing::random, true, true, false, true, false, 16, true},
     };
     // How the logits reach the routing and the tables are read: barrier 1 and the tables in global
-    // memory, tagged words after two earlier launches on the same counter, the tables in shared
-    // memory, and both (the knobs' defaults), which plan_fused gives to the kernel compiled for them
-    // (DEFAULT_HANDOFF); the other three run the kernel that reads them at run time.
+    // memory; tagged words (after one earlier launch on the same counter, and words) with the tables in
+    // global memory; the tables in shared memory; and both (the knobs' defaults), which plan_fused gives
+    // to the kernel compiled for them (DEFAULT_HANDOFF); the others run the kernel that reads them at run
+    // time (with moe_fused_act_tags, its run-time act-tag branch where the logits are tagged).
     // With several launches, also gate/up rows claimed from one counter (moe_fused_dynamic_items, in the
-    // build with it on: test_cuda_moe_dyn): each launch must leave it at zero for the next, and every row
-    // be taken exactly once (a row taken twice or not at all leaves act wrong or poisoned).
+    // build with it on: test_cuda_moe_dyn; tagged words after two earlier launches, and the defaults after
+    // one): each launch must leave it at zero for the next, and every row be taken exactly once (a row
+    // taken twice or not at all leaves act wrong or poisoned).
     struct Handoff {
         bool logit_flags, tables_shared;
         int launches;

@@ -559,15 +559,11 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
                 u_sum = hp_cuda_gemv::dot_chunk(u_sum, wu[u], xv);
             }
         }
-        if constexpr (kActTagsCompiled) {
-            if (act_tagged) {
-                silu_act_to(g, u_sum, inv_rms, route_s.weight[a], [&](__nv_bfloat16 value) {
-                    p.act[i] = value;
-                    put_tagged_act(p.act_tags + i, act_tag, value);
-                });
-            } else {
-                store_silu_act(g, u_sum, inv_rms, route_s.weight[a], p.act + i);
-            }
+        if (act_tagged) {  // (a constant false where the knob or the form does not compile it in)
+            silu_act_to(g, u_sum, inv_rms, route_s.weight[a], [&](__nv_bfloat16 value) {
+                p.act[i] = value;
+                put_tagged_act(p.act_tags + i, act_tag, value);
+            });
         } else {
             store_silu_act(g, u_sum, inv_rms, route_s.weight[a], SPLIT ? act_s + (i - split_first) : p.act + i);
         }
@@ -672,13 +668,11 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
         for (int m0 = 0; m0 < (from_stage ? 0 : n_unit); m0 += kRound) {
             if (m0 > 0 || tile != int(blockIdx.x)) load_units(tile, m0);
             if constexpr (MMA) {
-                if constexpr (kActTagsCompiled) {
-                    if (act_tagged) {
-                        int unit[kFusedMmaRound];
+                if (act_tagged) {
+                    int unit[kFusedMmaRound];
 #pragma unroll
-                        for (int u = 0; u < kFusedMmaRound; ++u) unit[u] = m0 + u < n_unit ? warp + W * (m0 + u) : -1;
-                        take_tagged_act(p.act_tags, unit, n_step_e, F, act_tag, act_stage);
-                    }
+                    for (int u = 0; u < kFusedMmaRound; ++u) unit[u] = m0 + u < n_unit ? warp + W * (m0 + u) : -1;
+                    take_tagged_act(p.act_tags, unit, n_step_e, F, act_tag, act_stage);
                 }
 #pragma unroll
                 for (int u = 0; u < kRound; ++u) {
