@@ -484,6 +484,11 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     uint4 k_next[kFdUnroll], v_next[kFdUnroll];
     const bool early = fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kStep, length);
     if (early) load_step(step_begin + warp, k_next, v_next);
+    // Knob attn_fd_launch_early (PREFETCH variants): the kernel after it (o_proj) may launch once this
+    // block's first K/V loads are asked for, so that its weights stream while this kernel waits and
+    // reduces; otherwise it launches after the warp steps (below).
+    constexpr bool kLaunchEarly = PREFETCH && HP_CUDA_ATTN_FD_LAUNCH_EARLY;
+    if constexpr (kLaunchEarly) hp_cuda_gemv::launch_dependents();
     hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
     fd_trace(p, 1);
     if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
@@ -587,7 +592,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     // own wait, and launched at this kernel's start they queued this block's K/V loads behind those in
     // DRAM (qwen3-30b-a3b batch 1: 3.271 -> 3.227 ms; bench/RESULTS.md). Its weights now stream during
     // the reductions below.
-    hp_cuda_gemv::launch_dependents();
+    if constexpr (!kLaunchEarly) hp_cuda_gemv::launch_dependents();
     // The warp's rows: sum the kRowsPerLoad position lanes of each chunk (the max is warp-uniform).
 #pragma unroll
     for (int h = 0; h < G; ++h) {

@@ -35,6 +35,9 @@
 #ifndef HP_CUDA_ATTN_FD_EARLY_KV
 #define HP_CUDA_ATTN_FD_EARLY_KV 1
 #endif
+#ifndef HP_CUDA_ATTN_FD_LAUNCH_EARLY
+#define HP_CUDA_ATTN_FD_LAUNCH_EARLY 0
+#endif
 #ifndef HP_CUDA_ATTN_FD_UNROLL
 #define HP_CUDA_ATTN_FD_UNROLL 4
 #endif
@@ -425,5 +428,6 @@ static_assert(HP_CUDA_SKINNY_MOE_PARTS >= 0 && HP_CUDA_SKINNY_MOE_PARTS <= 7, "s
 static_assert(HP_CUDA_ATTN_FD_CLUSTER == 0 || HP_CUDA_ATTN_FD_CLUSTER == 8 || HP_CUDA_ATTN_FD_CLUSTER == 16,
               "attn_fd_cluster: 0, 8 or 16");
 static_assert(HP_CUDA_ATTN_FD_EARLY_KV == 0 || HP_CUDA_ATTN_FD_EARLY_KV == 1, "attn_fd_early_kv: 0 or 1");
+static_assert(HP_CUDA_ATTN_FD_LAUNCH_EARLY == 0 || HP_CUDA_ATTN_FD_LAUNCH_EARLY == 1, "attn_fd_launch_early: 0 or 1");
 static_assert(HP_CUDA_SKINNY_HEAD == 0 || HP_CUDA_SKINNY_HEAD == 1, "skinny_head: 0 or 1");
 static_assert(HP_CUDA_SKINNY_STAGES >= 2 && HP_CUDA_SKINNY_STAGES <= 8, "skinny_stages: 2..8 (the ring's size is checked in gemm_skinny.cuh)");

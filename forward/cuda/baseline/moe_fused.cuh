@@ -27,7 +27,7 @@
 //            dot products are added in expert order, then x += sum, and with norm_out the next
 //            norm's bf16 operand and the tile's sum of x^2, exactly as expert_down_single_kernel.
 // Tagged act (knob moe_fused_act_tags, with the tensor-core down and the tagged logits): no barrier 2.
-// Each act value also goes out as a 32-bit word carrying the launch's tag, and each warp of down
+// Each act value goes out instead as a 32-bit word carrying the launch's tag (not to act), and each warp of down
 // polls the words of its next round of units until they carry it, so a block multiplies the experts
 // whose rows are done while the grid's last gate/up rows are in flight.
 // Split down (knob moe_fused_split_down) replaces the last two phases, so that no block waits for
@@ -560,10 +560,7 @@ __global__ void HP_MOE_FUSED_BOUNDS moe_fused_single_kernel(const __grid_constan
             }
         }
         if (act_tagged) {  // (a constant false where the knob or the form does not compile it in)
-            silu_act_to(g, u_sum, inv_rms, route_s.weight[a], [&](__nv_bfloat16 value) {
-                p.act[i] = value;
-                put_tagged_act(p.act_tags + i, act_tag, value);
-            });
+            silu_act_to(g, u_sum, inv_rms, route_s.weight[a], [&](__nv_bfloat16 value) { put_tagged_act(p.act_tags + i, act_tag, value); });
         } else {
             store_silu_act(g, u_sum, inv_rms, route_s.weight[a], SPLIT ? act_s + (i - split_first) : p.act + i);
         }
