@@ -49,6 +49,7 @@ struct Case {
     int ring = -1;             // the tensor-core kernel without PREFETCH, bf16: its shared-memory ring of this many steps
                                // (knob attn_mma_ring; 0 register loads), -1: the build's knob
     bool ring_early = false;   // with ring >= 2: the ring's first steps before the wait (knob attn_mma_ring_early)
+    int head_split = 1;        // the CUDA-core kernel: blocks per (token, kv head, split), each group / head_split heads (knob attn_fd_head_split)
 };
 
 std::string describe(const Case &c) {
@@ -57,7 +58,8 @@ std::string describe(const Case &c) {
            std::to_string(c.n_split) + (c.prefetch ? ", prefetch" : "") + (c.mma ? ", mma" : "") + ", block_tokens " +
            std::to_string(c.block_tokens) + (c.small_warps ? ", " + std::to_string(base::kFdSmallWarps) + " warps" : "") +
            (c.alone ? ", one token per sequence" : "") + (c.cluster ? ", splits in a cluster" : "") +
-           (c.ring >= 0 ? ", ring " + std::to_string(c.ring) + (c.ring_early ? " early" : "") : "");
+           (c.ring >= 0 ? ", ring " + std::to_string(c.ring) + (c.ring_early ? " early" : "") : "") +
+           (c.head_split > 1 ? ", " + std::to_string(c.head_split) + " blocks a group" : "");
 }
 
 // The tensor-core kernel (bf16, no PREFETCH) with a given ring (knobs attn_mma_ring, attn_mma_ring_early).
@@ -80,7 +82,8 @@ template <typename Kernel>
 void launch_clustered(Kernel kernel, int warps, size_t shared_bytes, dim3 grid, const base::DecodeAttentionParams &p, const float *q,
                       const int32_t *positions, const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial,
                       int32_t *counters, __nv_bfloat16 *out) {
-    const bool launched = base::launch_decode_attention_kernel<true>(kernel, int(grid.x), int(grid.y), p.n_split, warps, shared_bytes, cudaStream_t(0),
+    const bool launched = base::launch_decode_attention_kernel<true>(kernel, int(grid.x), int(grid.y), p.n_split, warps, shared_bytes,
+                                                                     /*one_wave=*/false, cudaStream_t(0),
                                                                      p, q, positions, token_seq, tables, k, v, partial, counters, out);
     EXPECT_TRUE(launched) << "the H200 schedules clusters of " << p.n_split << " blocks";
 }
@@ -213,7 +216,8 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     std::mt19937 rng(seed);
     const int block_tokens = c.block_tokens, d = c.d_head, group = c.n_head / c.n_head_kv;
     // Sequences: most tokens alone in their sequence; every fifth token shares the previous one's
-    // sequence at the next position (a prefill's layout).
+    // sequence at the next position (a prefill's layout). A single token (a batch-1 decode step) holds
+    // max_length positions; several take the special lengths first, then random ones.
     std::vector<int32_t> token_seq(size_t(c.n_token)), positions(size_t(c.n_token));
     std::vector<int> lengths;  // per sequence: positions held
     const int special[] = {1, 2, 15, 16, 17, 31, 33, 255, c.max_length};
@@ -225,7 +229,7 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
             lengths.back() = positions[size_t(t)] + 1;
             continue;
         }
-        const int length = t < int(std::size(special)) ? std::min(special[t], c.max_length) : any_length(rng);
+        const int length = c.n_token == 1 ? c.max_length : t < int(std::size(special)) ? std::min(special[t], c.max_length) : any_length(rng);
         token_seq[size_t(t)] = int32_t(lengths.size());
         positions[size_t(t)] = length - 1;
         lengths.push_back(length);
@@ -271,9 +275,11 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
 
     base::DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / std::sqrt(float(d)), block_tokens,
                                     block_tokens == 16 ? 4 : -1, max_blocks, 1};
+    p.head_split = c.head_split;
+    const int block_group = group / c.head_split, grid_rows = c.n_head_kv * c.head_split;  // as forward.cu's launcher
     const int capacity_split = 64;
     p.n_split = c.n_split > 0 ? c.n_split
-                              : base::decode_attention_splits(c.n_token, c.n_head_kv, d, max_blocks * block_tokens, capacity_split,
+                              : base::decode_attention_splits(c.n_token, grid_rows, d, max_blocks * block_tokens, capacity_split,
                                                               c.small_warps ? base::kFdSmallWarps : base::kFdWarps);
     // seq_token_start as forward.cu hands it where n_seq == n_token (early KV loads, knob
     // attn_fd_early_kv): the sequences' first tokens, padded with empty sequences up to n_token, so
@@ -286,7 +292,7 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     int32_t *positions_d = upload(positions), *token_seq_d = upload(token_seq), *tables_d = upload(tables);
     uint16_t *k_d = upload(k_bits), *v_d = upload(v_bits);
     float *partial_d = nullptr;
-    int32_t *counters_d = upload(std::vector<int32_t>(size_t(c.n_token) * c.n_head_kv, 0));
+    int32_t *counters_d = upload(std::vector<int32_t>(size_t(c.n_token) * grid_rows, 0));
     const size_t n_out = size_t(c.n_token) * c.n_head * d;
     __nv_bfloat16 *out_d = reinterpret_cast<__nv_bfloat16 *>(upload(std::vector<uint16_t>(n_out, 0x7fc0)));  // bf16 NaN
     CHECK_CUDA(cudaMalloc(&partial_d, size_t(c.n_token) * c.n_head * p.n_split * (d + 2) * sizeof(float)));
@@ -297,13 +303,13 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
         p.prefetch.ptr[1] = v_d;
         p.prefetch.bytes[1] = uint32_t(v_bits.size() * 2);
     }
-    const dim3 grid(c.n_head_kv, c.n_token, p.n_split);
+    const dim3 grid(grid_rows, c.n_token, p.n_split);
     auto run = [&] {
-        if (d == 32 && group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
+        if (d == 32 && block_group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
         else if (d == 32) launch<32, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
-        else if (d == 64 && group <= 4) launch<64, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
+        else if (d == 64 && block_group <= 4) launch<64, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
         else if (d == 64) launch<64, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
-        else if (group <= 4) launch<128, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
+        else if (block_group <= 4) launch<128, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
         else launch<128, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
     };
     run();
@@ -352,7 +358,7 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     CHECK_CUDA(cudaDeviceSynchronize());
     CHECK_CUDA(cudaMemcpy(again.data(), out_d, n_out * 2, cudaMemcpyDeviceToHost));
     EXPECT_EQ(std::memcmp(got.data(), again.data(), n_out * 2), 0) << "a second run differs";
-    std::vector<int32_t> counters(size_t(c.n_token) * c.n_head_kv);
+    std::vector<int32_t> counters(size_t(c.n_token) * grid_rows);
     CHECK_CUDA(cudaMemcpy(counters.data(), counters_d, counters.size() * 4, cudaMemcpyDeviceToHost));
     EXPECT_EQ(std::count(counters.begin(), counters.end(), 0), std::ptrdiff_t(counters.size())) << "split counters not reset";
     for (void *ptr : {static_cast<void *>(q_d), static_cast<void *>(positions_d), static_cast<void *>(token_seq_d), static_cast<void *>(tables_d),
@@ -418,10 +424,14 @@ TEST(CudaDecodeAttention, SmallStepWarpsMatchHostMath) {
     std::printf("seed %u\n", seed);
     const Case cases[] = {
         {1, 32, 4, 128, HP_DTYPE_BF16, 0, 1024, true},   // qwen3-30b-a3b batch 1
+        {1, 32, 4, 128, HP_DTYPE_BF16, 0, 1025, true},   // one warp step past 16 splits of 8 warps: the newest row alone in a step
+        {1, 32, 4, 128, HP_DTYPE_BF16, 0, 1003, true},   // the newest row in a step with older ones
+        {1, 32, 4, 128, HP_DTYPE_BF16, 0, 1, true},      // the newest row alone
         {1, 32, 4, 128, HP_DTYPE_BF16, 1, 1024, true},
         {1, 32, 4, 128, HP_DTYPE_BF16, 7, 700, true},
         {1, 32, 4, 128, HP_DTYPE_BF16, 64, 1000, true},
         {1, 32, 8, 64, HP_DTYPE_BF16, 0, 1024, true},    // llama-3.2-1b batch 1
+        {1, 32, 8, 64, HP_DTYPE_BF16, 0, 1025, true},
         {3, 4, 4, 64, HP_DTYPE_BF16, 0, 300, false},     // group 1
         {2, 6, 2, 32, HP_DTYPE_F16, 0, 150, true},       // group 3, d_head 32, f16
         {5, 16, 2, 128, HP_DTYPE_F16, 9, 400, false},    // group 8, f16
@@ -451,6 +461,8 @@ TEST(CudaDecodeAttention, ClusteredSplitsMatchLastBlockReduction) {
         {2, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, false, false, 16, true, true},   // llama-3.2-1b batch 2 (attn_fd_small_max_tokens 2)
         {8, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, false, false, 16, false, true},  // llama-3.2-1b batch 8
         {1, 32, 4, 128, HP_DTYPE_BF16, 16, 1024, true, false, 16, true, true},  // qwen3-30b-a3b batch 1, 16 splits
+        {1, 32, 4, 128, HP_DTYPE_BF16, 16, 1025, true, false, 16, true, true},  // 129 warp steps of 8 positions
+        {1, 32, 8, 64, HP_DTYPE_BF16, 8, 1025, true, false, 16, true, true},    // 65 warp steps of 16 positions
         {1, 32, 4, 128, HP_DTYPE_BF16, 8, 1000, true, false, 16, true, true},
         {5, 16, 2, 128, HP_DTYPE_F16, 3, 400, false, false, 16, false, false},  // f16, shared sequences
         {6, 4, 2, 32, HP_DTYPE_BF16, 2, 150, true, false, 8, true, false},      // d_head 32, blocks of 8 tokens
@@ -467,6 +479,47 @@ TEST(CudaDecodeAttention, ClusteredSplitsMatchLastBlockReduction) {
     for (uint32_t base : {20261201u, 7u, seed}) {
         uint32_t at = base;
         for (Case c : cases) {
+            std::vector<uint16_t> reference, clustered;
+            c.cluster = false;
+            run_case(c, at, &reference);
+            c.cluster = true;
+            run_case(c, at, &clustered, false);
+            EXPECT_FALSE(reference.empty());
+            EXPECT_TRUE(reference == clustered) << describe(c) << ", seed " << at << ": outputs differ from the last block's reduction";
+            ++at;
+        }
+    }
+}
+
+// Knob attn_fd_head_split (where the build's knob compiles it in): the CUDA-core kernel with each GQA group over 2 or 4 blocks (each a share of
+// the query heads, reading the same K/V rows), against float64 host math through the last block's
+// reduction (split counters per block row), and its splits in one cluster bit-identical to that:
+// qwen3-30b-a3b's and llama-3.2-1b's batch-1 shapes (1024 and 1025 positions, the newest row in a step
+// with older ones, a single position), both warp counts, two tokens, f16, blocks of 8 tokens.
+TEST(CudaDecodeAttention, HeadSplitMatchesHostMathAndClusters) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    if (!base::kFdHeadSplit) GTEST_SKIP() << "built with attn_fd_head_split 1, which compiles the split out (test_cuda_attention_tail runs it)";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    struct Split {
+        Case c;
+        int head_split;
+    };
+    const Split cases[] = {
+        {{1, 32, 4, 128, HP_DTYPE_BF16, 16, 1025, true, false, 16, true, true}, 2},  // qwen3-30b-a3b batch 1
+        {{1, 32, 4, 128, HP_DTYPE_BF16, 16, 1024, true, false, 16, true, true}, 4},
+        {{1, 32, 4, 128, HP_DTYPE_BF16, 8, 1003, true, false, 16, true, true}, 2},
+        {{1, 32, 4, 128, HP_DTYPE_BF16, 4, 1, true, false, 16, true, true}, 2},
+        {{1, 32, 8, 64, HP_DTYPE_BF16, 8, 1025, true, false, 16, true, true}, 2},    // llama-3.2-1b batch 1
+        {{1, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, true, false, 16, true, true}, 4},
+        {{2, 32, 8, 64, HP_DTYPE_BF16, 8, 1024, false, false, 16, true, true}, 2},   // two tokens, no prefetch
+        {{1, 16, 2, 128, HP_DTYPE_F16, 3, 700, true, false, 8, false, true}, 2},     // f16, blocks of 8 tokens, 4 warps
+    };
+    for (uint32_t base : {20261206u, seed}) {
+        uint32_t at = base;
+        for (const Split &split : cases) {
+            Case c = split.c;
+            c.head_split = split.head_split;
             std::vector<uint16_t> reference, clustered;
             c.cluster = false;
             run_case(c, at, &reference);

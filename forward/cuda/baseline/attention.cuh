@@ -69,7 +69,20 @@ struct DecodeAttentionParams {
     const int32_t *seq_token_start;  // the batch's [n_seq + 1] where n_seq == n_token, else null (early KV: no token is alone)
     hp_cuda_gemv::L2Prefetch prefetch;  // upcoming weights, prefetched into L2 before the wait (gemv.cuh)
     unsigned long long *trace = nullptr;  // HP_CUDA_ATTN_TRACE builds, optional: [block][kFdTracePoints] global timer (ns)
+    int head_split = 1;  // CUDA-core kernel (knob attn_fd_head_split): blocks per (token, kv head, split), each group / head_split query heads
 };
+
+// The blocks of grid row y (the grid's kv-head coordinate): kv head y / head_split, and
+// group / head_split of its query heads from head0 (knob attn_fd_head_split; 1: the whole group).
+// The divisions are compiled in only with the knob above 1 (head_split is then 1 or the knob): with
+// them the default plugin measured 0.5% slower at qwen3-30b-a3b batch 1 (H100).
+constexpr bool kFdHeadSplit = HP_CUDA_ATTN_FD_HEAD_SPLIT > 1;
+__device__ inline int fd_head_split(const DecodeAttentionParams &p) { return kFdHeadSplit ? p.head_split : 1; }
+__device__ inline int fd_block_group(const DecodeAttentionParams &p) { return kFdHeadSplit ? p.group / p.head_split : p.group; }
+__device__ inline int fd_block_kv_head(const DecodeAttentionParams &p, int y) { return kFdHeadSplit ? y / p.head_split : y; }
+__device__ inline int fd_block_head0(const DecodeAttentionParams &p, int y) {
+    return kFdHeadSplit ? y / p.head_split * p.group + y % p.head_split * fd_block_group(p) : y * p.group;
+}
 
 // HP_CUDA_ATTN_TRACE: per block (thread 0), when it starts, passes griddepcontrol.wait, ends its
 // warp's steps, has every warp's state in shared memory, has combined its warps (the split's
@@ -179,12 +192,35 @@ __device__ inline bool fd_alone(const DecodeAttentionParams &p, int t) {
     return p.seq_token_start && p.seq_token_start[t] == t && p.seq_token_start[t + 1] == t + 1;
 }
 
+// Which of a step's rows a load takes (knob attn_fd_early_kv 2): all, those older than the newest
+// position (before griddepcontrol.wait), the newest alone (after it).
+enum FdRows { kAllRows, kOlderRows, kNewestRow };
+
 // Whether a warp of a PREFETCH variant loads its first step (`first`, of step_positions positions)
 // before griddepcontrol.wait (knob attn_fd_early_kv): its token is alone and every row of the step
 // predates the token's position.
 template <bool PREFETCH>
 __device__ inline bool fd_early_step(bool alone, int first, int step_end, int step_positions, int length) {
     return HP_CUDA_ATTN_FD_EARLY_KV && PREFETCH && alone && first < step_end && (first + 1) * step_positions < length;
+}
+
+// The warp steps [begin, end) of split `split` of n_split (knob attn_fd_split_balance, CUDA-core
+// kernel): 1: split s starts at floor(s * n_step / n_split), so that the splits differ by at most one
+// step and the extra steps go to the last splits (one step past a multiple of the warps, as at 1025
+// positions, then makes one warp of the last split take two steps, the second the newest position's,
+// instead of one warp of every split); 0: ceil(n_step / n_split) steps each, the last splits taking
+// what is left (at 1025 positions, qwen3-30b-a3b: 9 steps for 8 warps in 14 of 16 splits, none in the
+// last).
+template <bool BALANCE>
+__device__ inline void fd_split_range(int n_step, int n_split, int split, int &begin, int &end) {
+    if constexpr (BALANCE) {
+        begin = int(int64_t(n_step) * split / n_split);
+        end = int(int64_t(n_step) * (split + 1) / n_split);
+    } else {
+        const int split_steps = (n_step + n_split - 1) / n_split;
+        begin = min(n_step, split * split_steps);
+        end = min(n_step, begin + split_steps);
+    }
 }
 
 // The cache row (in rows of n_head_kv * d_head elements) of position `at` of the sequence whose
@@ -227,10 +263,10 @@ __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, 
     cg::cluster_group cluster = cg::this_cluster();
     const FdClusterInbox<D, G> &inbox = fd_cluster_inbox<D, G>();
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int n_split = p.n_split, n_out = p.group * D, share = (n_out + n_split - 1) / n_split;
+    const int group = fd_block_group(p), n_split = p.n_split, n_out = group * D, share = (n_out + n_split - 1) / n_split;
     cluster.sync();  // every split's pushes are in every inbox (released by the arrival, acquired by the wait)
     fd_trace(p, 5);
-    for (int h = warp; h < p.group; h += W) {
+    for (int h = warp; h < group; h += W) {
         const float ms = lane < n_split ? inbox.m[lane][h] : -INFINITY, ls = lane < n_split ? inbox.l[lane][h] : 0.0f;
         float m_max = ms;
         for (int offset = 16; offset > 0; offset /= 2) m_max = fmaxf(m_max, __shfl_xor_sync(0xffffffffu, m_max, offset));
@@ -259,12 +295,13 @@ __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, 
 
 // The end of a flash-decoding block once every warp has written its state to `sh`: the warps are
 // combined in warp order, then either the bf16 output is written (one split) or the split's
-// partial, and the last block of (t, g) to arrive adds the splits in split order.
+// partial, and the last block of (t, y) to arrive adds the splits in split order. y: the grid's
+// kv-head coordinate (the kv head where head_split is 1).
 template <int D, int G, int W = kFdWarps, bool CLUSTER = false>
-__device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, int g, int split, FdShared<D, G, W> &sh, float *partial,
+__device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, int y, int split, FdShared<D, G, W> &sh, float *partial,
                                        int32_t *counters, __nv_bfloat16 *out) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int group = p.group, head0 = g * group;
+    const int group = fd_block_group(p), head0 = fd_block_head0(p, y);
     __syncthreads();
     fd_trace(p, 3);
     if constexpr (CLUSTER) fd_cluster_wait_started();
@@ -312,13 +349,13 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
         fd_cluster_finish<D, G, W>(p, t, head0, split, sh, out);
         return;
     }
-    // The last block of (t, g) to finish adds the splits.
+    // The last block of (t, y) to finish adds the splits.
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        int32_t *counter = counters + int64_t(t) * p.n_head_kv + g;
+        int32_t *counter = counters + int64_t(t) * p.n_head_kv * fd_head_split(p) + y;
         sh.last = atomicAdd(counter, 1) == p.n_split - 1;
-        if (sh.last) *counter = 0;  // every block of this (t, g) has counted: ready for the next step
+        if (sh.last) *counter = 0;  // every block of this (t, y) has counted: ready for the next step
     }
     __syncthreads();
     if (!sh.last) return;
@@ -407,18 +444,21 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     fd_trace(p, 0);
     if constexpr (CLUSTER) fd_cluster_arrive_started();
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
-    // Grid (kv head, token, split), or (split, kv head, token) in clusters of the splits.
-    const int g = CLUSTER ? blockIdx.y : blockIdx.x, t = CLUSTER ? blockIdx.z : blockIdx.y, split = CLUSTER ? blockIdx.x : blockIdx.z;
+    // Grid (kv head, token, split), or (split, kv head, token) in clusters of the splits; with
+    // head_split the kv-head coordinate y counts head_split blocks per kv head g (fd_block_head0).
+    const int y = CLUSTER ? blockIdx.y : blockIdx.x, t = CLUSTER ? blockIdx.z : blockIdx.y, split = CLUSTER ? blockIdx.x : blockIdx.z;
+    const int g = fd_block_kv_head(p, y);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int sub = lane / kLanesPerRow, chunk = lane % kLanesPerRow;  // position in a load, 8-element chunk of the row
-    const int group = p.group, head0 = g * group;
+    const int group = fd_block_group(p), head0 = fd_block_head0(p, y);
 
     // positions, block_tables and seq_token_start are the step's inputs, written before its first
     // kernel: readable before the wait. The token's sequence is token_seq's (a kernel's output)
     // unless the token is its sequence's only one (`alone`: sequence t, read from seq_token_start).
     const int length = positions[t] + 1;
-    const int n_step = (length + kStep - 1) / kStep, split_steps = (n_step + p.n_split - 1) / p.n_split;
-    const int step_begin = min(n_step, split * split_steps), step_end = min(n_step, step_begin + split_steps);
+    const int n_step = (length + kStep - 1) / kStep;
+    int step_begin, step_end;
+    fd_split_range<HP_CUDA_ATTN_FD_SPLIT_BALANCE == 1>(n_step, p.n_split, split, step_begin, step_end);
     const bool alone = fd_alone(p, t);
     const int32_t *table = alone ? block_tables + int64_t(t) * p.max_blocks : nullptr;
     const int64_t row_width = int64_t(p.n_head_kv) * D;
@@ -435,15 +475,18 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     }
     // Step `step`'s K and V rows of this lane into k_raw, v_raw. When a step lies inside one paged
     // block (block_tokens a multiple of the step) one table entry serves the step, and rows past
-    // the sequence are read from that (allocated) block; otherwise each row looks its block up and
-    // rows past the sequence read its last row. Their scores are dropped and V zeroed below.
+    // the sequence are read from that (allocated) block (knob attn_fd_early_kv 2: its last row);
+    // otherwise each row looks its block up and rows past the sequence read its last row. Their
+    // scores are dropped and V zeroed below. ROWS (attn_fd_early_kv 2): kAllRows, or kOlderRows the
+    // rows before the newest position (loaded before the wait) or kNewestRow that one (after it).
+    constexpr bool kClampTail = HP_CUDA_ATTN_FD_EARLY_KV == 2;
     const bool step_in_block = p.block_tokens % kStep == 0;
     int64_t lane_row[kFdUnroll];
 #pragma unroll
     for (int u = 0; u < kFdUnroll; ++u) lane_row[u] = int64_t(u * kRowsPerLoad + sub) * row_width;
-    auto load_step = [&](int step, uint4 k_raw[kFdUnroll], uint4 v_raw[kFdUnroll]) {
+    auto load_step = [&](int step, uint4 k_raw[kFdUnroll], uint4 v_raw[kFdUnroll], FdRows rows = kAllRows) {
         const int first = step * kStep;
-        if (step_in_block) {
+        if (step_in_block && !kClampTail) {
             const int64_t step_row = paged_row(p, table, first) * row_width;
 #pragma unroll
             for (int u = 0; u < kFdUnroll; ++u) {
@@ -452,9 +495,12 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
             }
             return;
         }
+        const int64_t step_row = step_in_block ? paged_row(p, table, first) * row_width : 0;
 #pragma unroll
         for (int u = 0; u < kFdUnroll; ++u) {
-            const int64_t row = paged_row(p, table, min(first + u * kRowsPerLoad + sub, length - 1)) * row_width;
+            const int at = min(first + u * kRowsPerLoad + sub, length - 1);
+            if (rows != kAllRows && (at == length - 1) != (rows == kNewestRow)) continue;
+            const int64_t row = step_in_block ? step_row + int64_t(at - first) * row_width : paged_row(p, table, at) * row_width;
             k_raw[u] = load_kv(k_base + row);
             v_raw[u] = load_kv(v_base + row);
         }
@@ -481,9 +527,12 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     // written in this step (before this kernel), so the warp's first step, if wholly older, is
     // loaded before the wait and streams while the q/k/v projection finishes. PREFETCH variant only:
     // the other, held to 128 registers, took 0.28 instead of 0.20 ms a step at batch 8 with it.
+    // With attn_fd_early_kv 2 every warp's first step goes out before the wait but for the newest
+    // position's row (and rows past the sequence, which read it), loaded after the wait from L2.
     uint4 k_next[kFdUnroll], v_next[kFdUnroll];
-    const bool early = fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kStep, length);
-    if (early) load_step(step_begin + warp, k_next, v_next);
+    const bool early = kClampTail ? PREFETCH && alone && step_begin + warp < step_end
+                                  : fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kStep, length);
+    if (early) load_step(step_begin + warp, k_next, v_next, kClampTail ? kOlderRows : kAllRows);
     // Knob attn_fd_launch_early (PREFETCH variants): the kernel after it (o_proj) may launch once this
     // block's first K/V loads are asked for, so that its weights stream while this kernel waits and
     // reduces; otherwise it launches after the warp steps (below).
@@ -491,6 +540,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     if constexpr (kLaunchEarly) hp_cuda_gemv::launch_dependents();
     hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
     fd_trace(p, 1);
+    if (kClampTail && early) load_step(step_begin + warp, k_next, v_next, kNewestRow);
     if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
     float q_r[G][8];
 #pragma unroll
@@ -611,15 +661,17 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
             }
         }
     }
-    fd_block_finish<D, G, W, CLUSTER>(p, t, g, split, sh, partial, counters, out);
+    fd_block_finish<D, G, W, CLUSTER>(p, t, y, split, sh, partial, counters, out);
     fd_trace(p, 6);
 }
 
-// Whether `kernel` can run clusters of n_split blocks of `warps` warps on this device (above 8 a
-// non-portable size, which a device or partition may refuse); asked once per (kernel, size, device).
+// How many clusters of n_split blocks of `kernel` (`warps` warps each) this device holds at once on
+// an idle GPU (cudaOccupancyMaxActiveClusters: a cluster's blocks share one GPC); 0 where it cannot
+// schedule them (above 8 a non-portable size, which a device or partition may refuse). Asked once
+// per (kernel, size, device, shared memory).
 template <typename... Params>
-bool fd_cluster_schedulable(void (*kernel)(Params...), int n_split, int warps, size_t shared_bytes) {
-    static thread_local std::map<std::tuple<const void *, int, int, size_t>, bool> known;
+int fd_max_clusters(void (*kernel)(Params...), int n_split, int warps, size_t shared_bytes) {
+    static thread_local std::map<std::tuple<const void *, int, int, size_t>, int> known;
     int device = 0;
     cudaGetDevice(&device);
     const auto key = std::make_tuple(reinterpret_cast<const void *>(kernel), n_split, device, shared_bytes);
@@ -638,17 +690,23 @@ bool fd_cluster_schedulable(void (*kernel)(Params...), int n_split, int warps, s
     int clusters = 0;
     const cudaError_t asked = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
     if (asked != cudaSuccess) cudaGetLastError();  // a refused size leaves no error behind: the caller takes the other path
-    return known[key] = asked == cudaSuccess && clusters > 0;
+    return known[key] = asked == cudaSuccess ? clusters : 0;
 }
 
 // Launches a decode_attention_kernel variant for p.n_split splits: grid (kv head, token, split), or
 // with CLUSTER (split, kv head, token) in clusters of the n_split splits, where the device can
-// schedule them (else nothing is launched and it returns false).
+// schedule them and, with one_wave, hold all n_head_kv * n_token of them at once (else nothing is
+// launched and it returns false). n_head_kv: the grid's kv-head rows (kv heads x attn_fd_head_split).
+// A launch whose clusters come in two waves waits a whole cluster's time for the last ones (qwen3-30b-a3b
+// batch 1 with attn_fd_head_split 2: 8 clusters of 16 one-block-per-SM blocks on an H100, the last
+// passing the wait ~6 us after the first), more than the last-block reduction costs.
 template <bool CLUSTER, typename... Params, typename... Args>
 bool launch_decode_attention_kernel(void (*kernel)(Params...), int n_head_kv, int n_token, int n_split, int warps, size_t shared_bytes,
-                                    cudaStream_t stream, Args &&...args) {
+                                    bool one_wave, cudaStream_t stream, Args &&...args) {
     if constexpr (CLUSTER) {
-        if (n_split < 2 || n_split > kFdMaxCluster || !fd_cluster_schedulable(kernel, n_split, warps, shared_bytes)) return false;
+        if (n_split < 2 || n_split > kFdMaxCluster) return false;
+        const int fit = fd_max_clusters(kernel, n_split, warps, shared_bytes);
+        if (fit <= 0 || (one_wave && fit < n_head_kv * n_token)) return false;
         hp_cuda_gemv::launch_pdl_clustered(kernel, dim3(n_split, n_head_kv, n_token), dim3(warps * 32), shared_bytes, unsigned(n_split), stream,
                                            std::forward<Args>(args)...);
     } else {

@@ -694,16 +694,23 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     const bool mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && batch.n_token >= mma_min_tokens;
     const bool small = !mma && batch.n_token <= HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS;
     const int warps = small ? kFdSmallWarps : kFdWarps;
-    p.n_split = decode_attention_splits(batch.n_token, c.n_head_kv, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)), warps);
+    // attn_fd_head_split: small steps on the CUDA-core kernel split each GQA group over that many
+    // blocks (grid rows n_head_kv * head_split), each scoring group / head_split query heads against
+    // the same K/V rows (read again from L2), so that twice the SMs share the per-step arithmetic.
+    constexpr int kHeadSplit = HP_CUDA_ATTN_FD_HEAD_SPLIT;
+    p.head_split = small && kHeadSplit > 1 && group % kHeadSplit == 0 ? kHeadSplit : 1;
+    const int block_group = group / p.head_split, grid_rows = c.n_head_kv * p.head_split;
+    p.n_split = decode_attention_splits(batch.n_token, grid_rows, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)), warps);
     const bool cluster = small && fd_cluster(p.n_split);  // attn_fd_cluster: a small step's splits fit one cluster
     p.seq_token_start = batch.n_token == batch.n_seq ? batch.seq_token_start : nullptr;  // tokens may be alone in their sequences
     if (state.prefetch_step) p.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
     if (state.attn_trace) p.trace = state.attn_trace + size_t(layer) * kFdTraceBlocks * kFdTracePoints;
     // Launches `kernel` in blocks of n_warps warps, with `cluster` (std::true_type) as clusters of the
-    // splits: false where the device cannot schedule those (nothing launched).
+    // splits: false where the device cannot schedule those, or for a small step cannot hold them all at
+    // once (nothing launched).
     auto launch = [&](auto cluster, auto kernel, int n_warps, size_t shared_bytes = 0) {
         return launch_decode_attention_kernel<decltype(cluster)::value>(
-            kernel, c.n_head_kv, batch.n_token, p.n_split, n_warps, shared_bytes, state.stream, p, static_cast<const float *>(state.act.q), batch.positions,
+            kernel, grid_rows, batch.n_token, p.n_split, n_warps, shared_bytes, /*one_wave=*/small, state.stream, p, static_cast<const float *>(state.act.q), batch.positions,
             static_cast<const int32_t *>(state.act.token_seq), batch.block_tables, static_cast<const void *>(kv.k[layer]),
             static_cast<const void *>(kv.v[layer]), state.partial, state.attn_counters, state.act.attn);
     };
@@ -742,7 +749,7 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                     constexpr bool C = decltype(cluster)::value;
                     // The variant without PREFETCH may hold a shared-memory ring (knob attn_fd_ring).
                     auto ringed = [&](auto kernel) { return launch(cluster, kernel, W, fd_prepare_shared<false, W>(kernel)); };
-                    if (group <= 4) return prefetch ? launch(cluster, decode_attention_kernel<KV, D, 4, true, W, C>, W) : ringed(decode_attention_kernel<KV, D, 4, false, W, C>);
+                    if (block_group <= 4) return prefetch ? launch(cluster, decode_attention_kernel<KV, D, 4, true, W, C>, W) : ringed(decode_attention_kernel<KV, D, 4, false, W, C>);
                     return prefetch ? launch(cluster, decode_attention_kernel<KV, D, kMaxGroup, true, W, C>, W) : ringed(decode_attention_kernel<KV, D, kMaxGroup, false, W, C>);
                 };
                 // attn_fd_cluster: a small step's splits as one cluster where the device schedules

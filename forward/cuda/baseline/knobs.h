@@ -35,6 +35,12 @@
 #ifndef HP_CUDA_ATTN_FD_EARLY_KV
 #define HP_CUDA_ATTN_FD_EARLY_KV 1
 #endif
+#ifndef HP_CUDA_ATTN_FD_HEAD_SPLIT
+#define HP_CUDA_ATTN_FD_HEAD_SPLIT 1
+#endif
+#ifndef HP_CUDA_ATTN_FD_SPLIT_BALANCE
+#define HP_CUDA_ATTN_FD_SPLIT_BALANCE 0
+#endif
 #ifndef HP_CUDA_ATTN_FD_LAUNCH_EARLY
 #define HP_CUDA_ATTN_FD_LAUNCH_EARLY 0
 #endif
@@ -427,7 +433,9 @@ static_assert(HP_CUDA_SKINNY_QKV_MAX_TOKENS >= 0 && HP_CUDA_SKINNY_QKV_MAX_TOKEN
 static_assert(HP_CUDA_SKINNY_MOE_PARTS >= 0 && HP_CUDA_SKINNY_MOE_PARTS <= 7, "skinny_moe_parts: a mask of 1 (q/k/v), 2 (o_proj), 4 (lm_head)");
 static_assert(HP_CUDA_ATTN_FD_CLUSTER == 0 || HP_CUDA_ATTN_FD_CLUSTER == 8 || HP_CUDA_ATTN_FD_CLUSTER == 16,
               "attn_fd_cluster: 0, 8 or 16");
-static_assert(HP_CUDA_ATTN_FD_EARLY_KV == 0 || HP_CUDA_ATTN_FD_EARLY_KV == 1, "attn_fd_early_kv: 0 or 1");
+static_assert(HP_CUDA_ATTN_FD_EARLY_KV >= 0 && HP_CUDA_ATTN_FD_EARLY_KV <= 2, "attn_fd_early_kv: 0, 1 or 2");
+static_assert(HP_CUDA_ATTN_FD_SPLIT_BALANCE == 0 || HP_CUDA_ATTN_FD_SPLIT_BALANCE == 1, "attn_fd_split_balance: 0 or 1");
+static_assert(HP_CUDA_ATTN_FD_HEAD_SPLIT == 1 || HP_CUDA_ATTN_FD_HEAD_SPLIT == 2 || HP_CUDA_ATTN_FD_HEAD_SPLIT == 4, "attn_fd_head_split: 1, 2 or 4");
 static_assert(HP_CUDA_ATTN_FD_LAUNCH_EARLY == 0 || HP_CUDA_ATTN_FD_LAUNCH_EARLY == 1, "attn_fd_launch_early: 0 or 1");
 static_assert(HP_CUDA_SKINNY_HEAD == 0 || HP_CUDA_SKINNY_HEAD == 1, "skinny_head: 0 or 1");
 static_assert(HP_CUDA_SKINNY_STAGES >= 2 && HP_CUDA_SKINNY_STAGES <= 8, "skinny_stages: 2..8 (the ring's size is checked in gemm_skinny.cuh)");
