@@ -446,6 +446,18 @@ TEST(CudaDecodeAttention, SmallStepWarpsMatchHostMath) {
     run_case(c, seed++);
 }
 
+// Case c through the last block's reduction (checked against host math), then with its splits as one
+// cluster: the same bits.
+void expect_cluster_matches_last_block(Case c, uint32_t seed) {
+    std::vector<uint16_t> reference, clustered;
+    c.cluster = false;
+    run_case(c, seed, &reference);
+    c.cluster = true;
+    run_case(c, seed, &clustered, false);
+    EXPECT_FALSE(reference.empty());
+    EXPECT_TRUE(reference == clustered) << describe(c) << ", seed " << seed << ": outputs differ from the last block's reduction";
+}
+
 // Knobs attn_fd_cluster and attn_mma_cluster: the splits of a (token, kv head) as one cluster, adding
 // each other's results through distributed shared memory. Same arithmetic in the same split order as
 // the last block's reduction through L2: the outputs must be bit-identical to it (itself held to the
@@ -478,16 +490,7 @@ TEST(CudaDecodeAttention, ClusteredSplitsMatchLastBlockReduction) {
     // Fixed seeds (a failure reproduces) and a fresh one.
     for (uint32_t base : {20261201u, 7u, seed}) {
         uint32_t at = base;
-        for (Case c : cases) {
-            std::vector<uint16_t> reference, clustered;
-            c.cluster = false;
-            run_case(c, at, &reference);
-            c.cluster = true;
-            run_case(c, at, &clustered, false);
-            EXPECT_FALSE(reference.empty());
-            EXPECT_TRUE(reference == clustered) << describe(c) << ", seed " << at << ": outputs differ from the last block's reduction";
-            ++at;
-        }
+        for (const Case &c : cases) expect_cluster_matches_last_block(c, at++);
     }
 }
 
@@ -520,16 +523,31 @@ TEST(CudaDecodeAttention, HeadSplitMatchesHostMathAndClusters) {
         for (const Split &split : cases) {
             Case c = split.c;
             c.head_split = split.head_split;
-            std::vector<uint16_t> reference, clustered;
-            c.cluster = false;
-            run_case(c, at, &reference);
-            c.cluster = true;
-            run_case(c, at, &clustered, false);
-            EXPECT_FALSE(reference.empty());
-            EXPECT_TRUE(reference == clustered) << describe(c) << ", seed " << at << ": outputs differ from the last block's reduction";
-            ++at;
+            expect_cluster_matches_last_block(c, at++);
         }
     }
+}
+
+// The one-wave rule of forward.cu's small steps: a cluster launch asked to fit at once is refused (nothing
+// launched; the plugin then takes the last-block reduction) where the device holds fewer of its clusters
+// than it needs, here one more than cudaOccupancyMaxActiveClusters allows for qwen3-30b-a3b's batch-1
+// kernel (clusters of 16). Its buffers are null: a launch would fault.
+TEST(CudaDecodeAttention, OneWaveRefusesClustersThatDoNotFitAtOnce) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    constexpr int W = base::kFdSmallWarps, kSplit = 16;
+    auto kernel = base::decode_attention_kernel<HP_DTYPE_BF16, 128, 8, true, W, true>;
+    const int fit = base::fd_max_clusters(kernel, kSplit, W, 0);
+    if (fit <= 0) GTEST_SKIP() << "this device does not schedule clusters of " << kSplit << " blocks of " << W << " warps";
+    std::printf("clusters of %d blocks of %d warps held at once: %d\n", kSplit, W, fit);
+    base::DecodeAttentionParams p{32, 4, 8, 0.1f, 16, 4, 65, kSplit};
+    const bool launched = base::launch_decode_attention_kernel<true>(kernel, fit + 1, 1, kSplit, W, 0, /*one_wave=*/true, cudaStream_t(0), p,
+                                                                     static_cast<const float *>(nullptr), static_cast<const int32_t *>(nullptr),
+                                                                     static_cast<const int32_t *>(nullptr), static_cast<const int32_t *>(nullptr),
+                                                                     static_cast<const void *>(nullptr), static_cast<const void *>(nullptr),
+                                                                     static_cast<float *>(nullptr), static_cast<int32_t *>(nullptr),
+                                                                     static_cast<__nv_bfloat16 *>(nullptr));
+    EXPECT_FALSE(launched) << fit + 1 << " clusters launched where " << fit << " fit at once";
+    CHECK_CUDA(cudaDeviceSynchronize());
 }
 
 // Whether a ring of `ring` steps and the block's state fit a block of this build (227 KB) for case c

@@ -425,7 +425,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
 }
 
 // See the top of the file. partial: f32 [token][n_head][n_split][D + 2] (max, sum, acc[D]);
-// counters: int32 [token][n_head_kv], zero between steps; out: bf16 [token][n_head][D].
+// counters: int32 [token][n_head_kv * head_split], zero between steps; out: bf16 [token][n_head][D].
 // PREFETCH: each warp loads its next step's rows before this step's math (steps of at most
 // HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS tokens: latency-bound launches gain, full ones lose blocks per
 // SM). The variant for full launches (no prefetch, group <= 4) asks for HP_CUDA_ATTN_FD_MIN_BLOCKS

@@ -109,7 +109,7 @@ struct BaselineState {
     cublasHandle_t cublas = nullptr;
     float *inv_freq = nullptr;
     float *partial = nullptr;  // attention partials [kTokenSplits * n_head][d_head + 2]
-    int32_t *attn_counters = nullptr;  // flash-decoding split counters [kTokenSplits][n_head_kv], zero between steps
+    int32_t *attn_counters = nullptr;  // flash-decoding split counters [kTokenSplits][n_head_kv] ([token][n_head_kv * attn_fd_head_split] used), zero between steps
     unsigned long long *moe_barrier = nullptr;  // the fused one-token MoE kernel's grid barrier counter (moe_fused.cuh), zero at create
     float *moe_partial = nullptr;               // its split down's per-block partials, f32 [SMs][d_model] (moe_fused_split_down)
     unsigned long long *moe_logit_tags = nullptr;  // its tagged logits, [n_expert], zero at create (moe_fused_logit_flags)
