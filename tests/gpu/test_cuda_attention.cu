@@ -494,8 +494,9 @@ TEST(CudaDecodeAttention, ClusteredSplitsMatchLastBlockReduction) {
     }
 }
 
-// Knob attn_fd_head_split (where the build's knob compiles it in): the CUDA-core kernel with each GQA group over 2 or 4 blocks (each a share of
-// the query heads, reading the same K/V rows), against float64 host math through the last block's
+// Knob attn_fd_head_split (where the build's knob compiles it in): the CUDA-core kernel with each GQA
+// group over 2 or 4 blocks (each a share of the query heads, reading the same K/V rows), against
+// float64 host math through the last block's
 // reduction (split counters per block row), and its splits in one cluster bit-identical to that:
 // qwen3-30b-a3b's and llama-3.2-1b's batch-1 shapes (1024 and 1025 positions, the newest row in a step
 // with older ones, a single position), both warp counts, two tokens, f16, blocks of 8 tokens.

@@ -74,8 +74,9 @@ struct DecodeAttentionParams {
 
 // The blocks of grid row y (the grid's kv-head coordinate): kv head y / head_split, and
 // group / head_split of its query heads from head0 (knob attn_fd_head_split; 1: the whole group).
-// The divisions are compiled in only with the knob above 1 (head_split is then 1 or the knob): with
-// them the default plugin measured 0.5% slower at qwen3-30b-a3b batch 1 (H100).
+// The divisions are compiled in only with the knob above 1 (head_split is then 1 or the knob): the
+// default plugin built with them measured 0.5% slower at qwen3-30b-a3b batch 1 (H100), and they were
+// the likely cause (the other edits of that build leave the default's code as it was).
 constexpr bool kFdHeadSplit = HP_CUDA_ATTN_FD_HEAD_SPLIT > 1;
 __device__ inline int fd_head_split(const DecodeAttentionParams &p) { return kFdHeadSplit ? p.head_split : 1; }
 __device__ inline int fd_block_group(const DecodeAttentionParams &p) { return kFdHeadSplit ? p.group / p.head_split : p.group; }
