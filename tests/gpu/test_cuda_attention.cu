@@ -50,6 +50,8 @@ struct Case {
                                // (knob attn_mma_ring; 0 register loads), -1: the build's knob
     bool ring_early = false;   // with ring >= 2: the ring's first steps before the wait (knob attn_mma_ring_early)
     int head_split = 1;        // the CUDA-core kernel: blocks per (token, kv head, split), each group / head_split heads (knob attn_fd_head_split)
+    bool pdl_writer = false;   // the CUDA-core kernel launched as a forward step launches it (launch_decode_attention_kernel: a
+                               // programmatic dependent launch), behind a kernel that writes q and the tokens' newest K/V rows late
 };
 
 std::string describe(const Case &c) {
@@ -59,7 +61,54 @@ std::string describe(const Case &c) {
            std::to_string(c.block_tokens) + (c.small_warps ? ", " + std::to_string(base::kFdSmallWarps) + " warps" : "") +
            (c.alone ? ", one token per sequence" : "") + (c.cluster ? ", splits in a cluster" : "") +
            (c.ring >= 0 ? ", ring " + std::to_string(c.ring) + (c.ring_early ? " early" : "") : "") +
-           (c.head_split > 1 ? ", " + std::to_string(c.head_split) + " blocks a group" : "");
+           (c.head_split > 1 ? ", " + std::to_string(c.head_split) + " blocks a group" : "") +
+           (c.pdl_writer ? ", dependent launch behind a late writer" : "");
+}
+
+// Case::pdl_writer: the kernel before a step's attention, as the q/k/v launch's head epilogue is to it:
+// it lets its dependents launch at once, then, after spin_ns, writes q and each token's newest K and
+// V row. An attention kernel that reads any of them before its griddepcontrol.wait reads what was
+// there before: NaN.
+__global__ void late_writer_kernel(const float *q_from, float *q, int n_q, const uint16_t *k_rows, const uint16_t *v_rows, const int64_t *rows,
+                                   int n_rows, int row_width, uint16_t *k, uint16_t *v, unsigned long long spin_ns) {
+    hp_cuda_gemv::launch_dependents();
+    const unsigned long long start = hp_cuda_gemv::global_timer();
+    while (hp_cuda_gemv::global_timer() - start < spin_ns) {
+    }
+    for (int i = int(threadIdx.x); i < n_q; i += int(blockDim.x)) q[i] = q_from[i];
+    for (int r = 0; r < n_rows; ++r) {
+        for (int i = int(threadIdx.x); i < row_width; i += int(blockDim.x)) {
+            k[rows[r] + i] = k_rows[int64_t(r) * row_width + i];
+            v[rows[r] + i] = v_rows[int64_t(r) * row_width + i];
+        }
+    }
+}
+
+// The CUDA-core kernel launched by launch_decode_attention_kernel (a programmatic dependent launch of
+// `stream`'s previous kernel), the variants forward.cu picks: with Case::cluster the splits as one
+// cluster where the device takes them, else (as forward.cu falls back) the last-block reduction.
+template <hp_dtype KV, int D, int G>
+void launch_dependent(const Case &c, int grid_rows, cudaStream_t stream, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
+                      const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
+                      __nv_bfloat16 *out) {
+    auto go = [&](auto prefetch, auto warps) {
+        constexpr bool P = decltype(prefetch)::value;
+        constexpr int W = decltype(warps)::value;
+        auto clustered = base::decode_attention_kernel<KV, D, G, P, W, true>;
+        auto plain = base::decode_attention_kernel<KV, D, G, P, W, false>;
+        if (c.cluster && base::launch_decode_attention_kernel<true>(clustered, grid_rows, c.n_token, p.n_split, W, base::fd_prepare_shared<P, W>(clustered),
+                                                                     false, stream, p, q, positions, token_seq, tables, k, v, partial, counters, out)) {
+            return;
+        }
+        base::launch_decode_attention_kernel<false>(plain, grid_rows, c.n_token, p.n_split, W, base::fd_prepare_shared<P, W>(plain), false, stream, p, q,
+                                                    positions, token_seq, tables, k, v, partial, counters, out);
+    };
+    using std::integral_constant;
+    constexpr int S = base::kFdSmallWarps, W = base::kFdWarps;
+    if (c.prefetch && c.small_warps) go(std::true_type{}, integral_constant<int, S>{});
+    else if (c.prefetch) go(std::true_type{}, integral_constant<int, W>{});
+    else if (c.small_warps) go(std::false_type{}, integral_constant<int, S>{});
+    else go(std::false_type{}, integral_constant<int, W>{});
 }
 
 // The tensor-core kernel (bf16, no PREFETCH) with a given ring (knobs attn_mma_ring, attn_mma_ring_early).
@@ -272,6 +321,23 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     }
     std::vector<float> q(size_t(c.n_token) * c.n_head * d);
     for (float &value : q) value = 2.0f * normal(rng);  // peaked softmaxes as well as flat ones
+    // Case::pdl_writer: q and the tokens' newest rows start as NaN on the device; late_writer_kernel
+    // writes them (from newest_k, newest_v at newest_row) in front of every run.
+    std::vector<uint16_t> newest_k, newest_v;
+    std::vector<int64_t> newest_row;
+    std::vector<uint16_t> k_upload = k_bits, v_upload = v_bits;
+    if (c.pdl_writer) {
+        for (int t = 0; t < c.n_token; ++t) {
+            const int at = positions[size_t(t)];
+            const int64_t row = (int64_t(tables[size_t(token_seq[size_t(t)]) * max_blocks + at / block_tokens]) * block_tokens + at % block_tokens) *
+                                int64_t(row_width);
+            newest_row.push_back(row);
+            newest_k.insert(newest_k.end(), k_bits.begin() + row, k_bits.begin() + row + std::ptrdiff_t(row_width));
+            newest_v.insert(newest_v.end(), v_bits.begin() + row, v_bits.begin() + row + std::ptrdiff_t(row_width));
+            std::fill_n(k_upload.begin() + row, row_width, uint16_t(0x7fff));
+            std::fill_n(v_upload.begin() + row, row_width, uint16_t(0x7fff));
+        }
+    }
 
     base::DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / std::sqrt(float(d)), block_tokens,
                                     block_tokens == 16 ? 4 : -1, max_blocks, 1};
@@ -288,9 +354,9 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     for (int t = c.n_token - 1; t >= 0; --t) seq_token_start[size_t(token_seq[size_t(t)])] = t;
     int32_t *seq_token_start_d = upload(seq_token_start);
     p.seq_token_start = seq_token_start_d;
-    float *q_d = upload(q);
+    float *q_d = c.pdl_writer ? upload(std::vector<float>(q.size(), NAN)) : upload(q);
     int32_t *positions_d = upload(positions), *token_seq_d = upload(token_seq), *tables_d = upload(tables);
-    uint16_t *k_d = upload(k_bits), *v_d = upload(v_bits);
+    uint16_t *k_d = upload(k_upload), *v_d = upload(v_upload);
     float *partial_d = nullptr;
     int32_t *counters_d = upload(std::vector<int32_t>(size_t(c.n_token) * grid_rows, 0));
     const size_t n_out = size_t(c.n_token) * c.n_head * d;
@@ -304,7 +370,42 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
         p.prefetch.bytes[1] = uint32_t(v_bits.size() * 2);
     }
     const dim3 grid(grid_rows, c.n_token, p.n_split);
+    float *q_from_d = nullptr;
+    uint16_t *newest_k_d = nullptr, *newest_v_d = nullptr;
+    int64_t *newest_row_d = nullptr;
+    cudaStream_t stream = nullptr;
+    if (c.pdl_writer) {
+        q_from_d = upload(q);
+        newest_k_d = upload(newest_k);
+        newest_v_d = upload(newest_v);
+        newest_row_d = upload(newest_row);
+        ASSERT_TRUE(q_from_d && newest_k_d && newest_v_d && newest_row_d);
+        CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    }
+    auto run_dependent = [&] {
+        late_writer_kernel<<<1, 256, 0, stream>>>(q_from_d, q_d, int(q.size()), newest_k_d, newest_v_d, newest_row_d, int(newest_row.size()),
+                                                  int(row_width), k_d, v_d, 20000ull);
+        auto go = [&](auto d_head, auto g) {
+            constexpr int D = decltype(d_head)::value, G = decltype(g)::value;
+            if (c.kv_dtype == HP_DTYPE_BF16)
+                launch_dependent<HP_DTYPE_BF16, D, G>(c, grid_rows, stream, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+            else
+                launch_dependent<HP_DTYPE_F16, D, G>(c, grid_rows, stream, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+        };
+        using std::integral_constant;
+        if (d == 64 && block_group <= 4) go(integral_constant<int, 64>{}, integral_constant<int, 4>{});
+        else if (d == 64) go(integral_constant<int, 64>{}, integral_constant<int, 8>{});
+        else if (d == 128 && block_group <= 4) go(integral_constant<int, 128>{}, integral_constant<int, 4>{});
+        else if (d == 128) go(integral_constant<int, 128>{}, integral_constant<int, 8>{});
+        else ADD_FAILURE() << "pdl_writer cases: d_head 64 or 128";
+        // Only now may the rows and q be the true ones for the next run's writer to rewrite them.
+        cudaStreamSynchronize(stream);
+    };
     auto run = [&] {
+        if (c.pdl_writer) {
+            run_dependent();
+            return;
+        }
         if (d == 32 && block_group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
         else if (d == 32) launch<32, 8>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
         else if (d == 64 && block_group <= 4) launch<64, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
@@ -363,9 +464,11 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     EXPECT_EQ(std::count(counters.begin(), counters.end(), 0), std::ptrdiff_t(counters.size())) << "split counters not reset";
     for (void *ptr : {static_cast<void *>(q_d), static_cast<void *>(positions_d), static_cast<void *>(token_seq_d), static_cast<void *>(tables_d),
                       static_cast<void *>(k_d), static_cast<void *>(v_d), static_cast<void *>(partial_d), static_cast<void *>(counters_d),
-                      static_cast<void *>(out_d), static_cast<void *>(seq_token_start_d)}) {
+                      static_cast<void *>(out_d), static_cast<void *>(seq_token_start_d), static_cast<void *>(q_from_d),
+                      static_cast<void *>(newest_k_d), static_cast<void *>(newest_v_d), static_cast<void *>(newest_row_d)}) {
         cudaFree(ptr);
     }
+    if (stream) cudaStreamDestroy(stream);
     if (bits) *bits = got;
 }
 
@@ -682,6 +785,107 @@ TEST(CudaDecodeAttentionMma, GroupsAndHeadDimsMatchHostMath) {
         c.mma = true;
         run_case(c, seed++);
     }
+}
+
+// Knob attn_fd_early_kv: a warp of the PREFETCH variant whose token is alone in its sequence loads its
+// first step before griddepcontrol.wait, which must then hold no row written in this step (only the
+// token's newest; attn_fd_early_kv 2: all of the step but that row). The other tests launch the kernel
+// plainly with every row in memory beforehand, so a load of the newest row before the wait would pass
+// them. Here the kernel is a programmatic dependent launch behind a kernel that lets it start at once
+// and writes q and the newest rows 20 us later; the rows hold NaN until then. Shapes of
+// llama-3.2-1b and qwen3-30b-a3b at one token of lengths whose newest row is alone in the last warp step
+// (1025, 17, 1), ends a step (1024) or shares it (1003, 33), and at 2 and 4 tokens (the lengths 1, 2,
+// 15, 16 and random ones up to 1025 or 33), in clusters and not, with and without the early loads.
+TEST(CudaDecodeAttention, EarlyKvWaitsForTheNewestRowUnderDependentLaunch) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    const Case shapes[] = {{1, 32, 8, 64}, {1, 32, 4, 128}};
+    for (const Case &shape : shapes) {
+        for (int n_token : {1, 2, 4}) {
+            for (int length : {1025, 1024, 1003, 33, 17, 1}) {
+                if (n_token > 1 && length != 1025 && length != 33) continue;  // several tokens take the run's special lengths (1, 2, 15, 16, ...)
+                for (bool cluster : {true, false}) {
+                    Case c = shape;
+                    c.n_token = n_token;
+                    c.max_length = length;
+                    c.alone = true;
+                    c.prefetch = n_token == 1 || length == 33;  // the one-token variant (early loads), and once at several tokens
+                    c.small_warps = n_token <= 2;
+                    c.cluster = cluster;
+                    c.pdl_writer = true;
+                    run_case(c, seed++);
+                }
+            }
+        }
+    }
+}
+
+// Knob attn_fd_scatter_scores: fd_scatter_sum over one warp, rows of L lanes each holding G
+// partials. Each lane must end with the full sums over its row of the heads fd_scatter_head0(chunk)
+// + i, i < fd_scatter_heads, and the row's lanes together must hold every head, each in
+// fd_scatter_lanes of them.
+template <int G, int L>
+__global__ void scatter_sum_kernel(const float *in, float *out, int *heads) {
+    const int lane = threadIdx.x, chunk = lane % L;
+    float v[G];
+    for (int h = 0; h < G; ++h) v[h] = in[lane * G + h];
+    base::fd_scatter_sum<G, L>(v, chunk);
+    for (int i = 0; i < base::fd_scatter_heads<G, L>(); ++i) {
+        out[lane * G + i] = v[i];
+        heads[lane * G + i] = base::fd_scatter_head0<G, L>(chunk) + i;
+    }
+}
+
+template <int G, int L>
+void check_scatter_sum(uint32_t seed) {
+    SCOPED_TRACE("group " + std::to_string(G) + ", lanes per row " + std::to_string(L) + ", seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> any(-4.0f, 4.0f);
+    std::vector<float> in(32 * G);
+    for (float &x : in) x = any(rng);
+    float *d_in = upload(in), *d_out = upload(std::vector<float>(32 * G, NAN));
+    int *d_heads = upload(std::vector<int>(32 * G, -1));
+    ASSERT_TRUE(d_in && d_out && d_heads);
+    scatter_sum_kernel<G, L><<<1, 32>>>(d_in, d_out, d_heads);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<float> out(32 * G);
+    std::vector<int> heads(32 * G);
+    CHECK_CUDA(cudaMemcpy(out.data(), d_out, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(heads.data(), d_heads, heads.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    cudaFree(d_in);
+    cudaFree(d_out);
+    cudaFree(d_heads);
+    constexpr int H = base::fd_scatter_heads<G, L>();
+    for (int row = 0; row < 32 / L; ++row) {
+        std::vector<int> holders(G, 0);
+        for (int lane = row * L; lane < row * L + L; ++lane) {
+            for (int i = 0; i < H; ++i) {
+                const int h = heads[size_t(lane * G + i)];
+                ASSERT_TRUE(h >= 0 && h < G) << "lane " << lane << " value " << i << ": head " << h;
+                ++holders[size_t(h)];
+                double sum = 0.0, magnitude = 0.0;
+                for (int r = row * L; r < row * L + L; ++r) {
+                    sum += in[size_t(r * G + h)];
+                    magnitude += std::fabs(in[size_t(r * G + h)]);
+                }
+                EXPECT_NEAR(out[size_t(lane * G + i)], sum, 2e-6 * magnitude + 1e-6) << "lane " << lane << ", head " << h;
+            }
+        }
+        for (int h = 0; h < G; ++h) EXPECT_EQ(holders[size_t(h)], (base::fd_scatter_lanes<G, L>())) << "row " << row << ", head " << h;
+    }
+}
+
+TEST(CudaDecodeAttention, ScatterSumHoldsEveryHeadsRowSum) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    const uint32_t seed = std::random_device{}();
+    check_scatter_sum<4, 4>(seed);
+    check_scatter_sum<8, 4>(seed);
+    check_scatter_sum<4, 8>(seed);
+    check_scatter_sum<8, 8>(seed);
+    check_scatter_sum<4, 16>(seed);
+    check_scatter_sum<8, 16>(seed);
+    check_scatter_sum<16, 16>(seed);
 }
 
 }  // namespace
