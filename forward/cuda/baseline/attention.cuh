@@ -8,7 +8,9 @@
 // HP_CUDA_ATTN_FD_UNROLL such loads of K and as many of V in flight per lane (16 positions at the
 // defaults: one 16-token paged block, 4 KB of KV per warp step). Every query head of g's GQA group
 // is scored against each K load (q held in registers, pre-scaled by scale * log2(e)), so K and V
-// are read once per group. Softmax is online per warp in base 2 with a warp-uniform running max;
+// are read once per group (attention_step.cuh: with knob attn_fd_scatter_scores, default 2, each
+// lane sums and updates only its share of the heads). Softmax is online per warp in base 2 with a
+// running max uniform over the warp's rows;
 // the warps of a block are combined through shared memory, then either the bf16 output is written
 // (one split) or the split's (max, sum, unnormalised acc) goes to `partial` and the last block of
 // the (token, kv head) to arrive (atomic counter) adds the splits in split order (deterministic
@@ -34,6 +36,7 @@
 
 #include <hotpass/forward_abi.h>
 
+#include "attention_step.cuh"
 #include "gemv.cuh"
 #include "knobs.h"
 
@@ -44,7 +47,6 @@ constexpr int kFdWarps = HP_CUDA_ATTN_FD_WARPS;
 // tokens: twice the warps halve the splits of a latency-bound launch (one round of the last block's
 // reduction instead of several), the kernel's other template arguments unchanged.
 constexpr int kFdSmallWarps = HP_CUDA_ATTN_FD_SMALL_WARPS;
-constexpr int kFdUnroll = HP_CUDA_ATTN_FD_UNROLL;
 // Minimum blocks per SM (__launch_bounds__) of the non-prefetching kernel in blocks of W warps:
 // attn_fd_min_blocks blocks of attn_fd_warps warps, i.e. the same warps per SM and so the same
 // register cap whatever W (blocks of attn_fd_small_warps 8 at 4 blocks would cap at 64 registers
@@ -125,23 +127,6 @@ inline size_t fd_prepare_shared(void (*kernel)(Params...)) {
 
 // Positions covered by one warp step: 32 / (d_head / 8) per load, kFdUnroll loads.
 constexpr int fd_step_positions(int d_head) { return 32 / (d_head / 8) * kFdUnroll; }
-
-// Eight 16-bit cache elements as float (bf16: the high half of a float; f16: converted).
-template <hp_dtype KV>
-__device__ inline void unpack8(const uint4 raw, float out[8]) {
-    const uint32_t word[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        if constexpr (KV == HP_DTYPE_BF16) {
-            out[2 * j] = __uint_as_float(word[j] << 16);
-            out[2 * j + 1] = __uint_as_float(word[j] & 0xffff0000u);
-        } else {
-            const float2 pair = __half22float2(*reinterpret_cast<const __half2 *>(&word[j]));
-            out[2 * j] = pair.x;
-            out[2 * j + 1] = pair.y;
-        }
-    }
-}
 
 // KV rows are read once per step: keep them out of L1 (plain coherent loads: the head kernel of
 // this step wrote the newest row).
@@ -422,202 +407,6 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
         const float total = sh.total[h];
         *reinterpret_cast<__nv_bfloat162 *>(out + (int64_t(t) * p.n_head + head0 + h) * D + i) =
             __floats2bfloat162_rn(value[j].x / total, value[j].y / total);
-    }
-}
-
-// Knob attn_fd_scatter_scores: the G partial dot products of a lane (one per query head, over its
-// 8-element chunk of a K row) summed over the L lanes of the row by a reduce-scatter instead of G
-// butterfly sums. At each of the first log2(G / H) stages (offset L/2, L/4, ...) a lane keeps half
-// of its values, the lower or upper half by the offset's bit of `chunk`, and adds its partner's
-// partial of the same heads (one shuffle per kept value); the stages after that are plain
-// butterflies on the H values left. Then v[0..H) hold the full scores of heads fd_scatter_head0 + i,
-// H = fd_scatter_heads: G - 1 + log2(L / G) shuffles where G <= L (qwen3-30b-a3b, L 16, G 8: 8 instead
-// of 32), and a lane's softmax works on its H heads only.
-template <int G, int L>
-__host__ __device__ constexpr int fd_scatter_heads() { return G > L ? G / L : 1; }
-template <int G, int L>
-__device__ inline int fd_scatter_head0(int chunk) { return G > L ? chunk * (G / L) : chunk / (L / G); }
-template <int G, int L>
-__host__ __device__ constexpr int fd_scatter_lanes() { return G > L ? 1 : L / G; }  // lanes of a row that hold the same heads
-template <int G, int L>
-__device__ inline void fd_scatter_sum(float (&v)[G], int chunk) {
-    constexpr int H = fd_scatter_heads<G, L>();
-#pragma unroll
-    for (int stage = 0; (L >> stage) > 1; ++stage) {
-        const int offset = L >> (stage + 1), n = G >> stage;  // values a lane holds before the stage
-        if (n > H) {
-            const bool upper = chunk & offset;
-#pragma unroll
-            for (int i = 0; i < n / 2; ++i) {
-                const float keep = upper ? v[i + n / 2] : v[i], send = upper ? v[i] : v[i + n / 2];
-                v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < H; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], offset);
-        }
-    }
-}
-
-// One warp step of decode_attention_kernel (knob attn_fd_scatter_scores 0): each score summed over
-// the L lanes of its row by a butterfly (every lane gets it), the step's max made warp-uniform, and every
-// lane updating the running max m, sum l and output acc of every head (exp2 of every head's scores).
-template <hp_dtype KV, int G, int L>
-__device__ inline void fd_butterfly_step(const float (&q_r)[G][8], const uint4 (&k_raw)[kFdUnroll], const uint4 (&v_raw)[kFdUnroll],
-                                         const bool (&valid)[kFdUnroll], float (&m)[G], float (&l)[G], float (&acc)[G][8]) {
-    float s[kFdUnroll][G];
-#pragma unroll
-    for (int u = 0; u < kFdUnroll; ++u) {
-        float k8[8];
-        unpack8<KV>(k_raw[u], k8);
-#pragma unroll
-        for (int h = 0; h < G; ++h) {
-            float dot = 0.0f;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) dot += q_r[h][e] * k8[e];
-#pragma unroll
-            for (int offset = 1; offset < L; offset *= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-            s[u][h] = valid[u] ? dot : -INFINITY;
-        }
-    }
-#pragma unroll
-    for (int h = 0; h < G; ++h) {
-        float step_max = s[0][h];
-#pragma unroll
-        for (int u = 1; u < kFdUnroll; ++u) step_max = fmaxf(step_max, s[u][h]);
-#pragma unroll
-        for (int offset = L; offset < 32; offset *= 2) step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, offset));
-        const float m_new = fmaxf(m[h], step_max);  // finite: a step holds at least one valid position
-        const float alpha = exp2f(m[h] - m_new);     // 0 on the first step (m = -inf)
-        m[h] = m_new;
-        l[h] *= alpha;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[h][e] *= alpha;
-#pragma unroll
-        for (int u = 0; u < kFdUnroll; ++u) {
-            s[u][h] = exp2f(s[u][h] - m_new);  // 0 for dropped positions
-            l[h] += s[u][h];
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < kFdUnroll; ++u) {
-        float v8[8];
-        unpack8<KV>(v_raw[u], v8);
-#pragma unroll
-        for (int h = 0; h < G; ++h) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) acc[h][e] += s[u][h] * v8[e];
-        }
-    }
-}
-
-// One warp step of decode_attention_kernel with knob attn_fd_scatter_scores: the lane's scores of
-// its kFdUnroll positions (rows of L lanes) reduced by fd_scatter_sum, so that each lane takes the
-// online-softmax update (running max m, sum l, exp2) of its H heads alone (m[0..H), l[0..H); the
-// butterfly form exponentiates every head's scores in every lane: 8 times the exp2 at qwen3-30b-a3b's
-// group of 8). Every head's rescale and probabilities then reach the lanes of every chunk of V
-// (acc[G][8] as in the other form): SCATTER 1 by shuffles (G + kFdUnroll * G a step), 2 through the
-// warp's slice of shared memory (kFdUnroll + 1 stores, (kFdUnroll + 1) * G / 4 16-byte loads).
-template <hp_dtype KV, int G, int L, int SCATTER, int W>
-__device__ inline void fd_scatter_step(const float (&q_r)[G][8], const uint4 (&k_raw)[kFdUnroll], const uint4 (&v_raw)[kFdUnroll],
-                                       const bool (&valid)[kFdUnroll], float (&m)[G], float (&l)[G], float (&acc)[G][8], int warp, int lane) {
-    constexpr int H = fd_scatter_heads<G, L>(), kSameHeads = fd_scatter_lanes<G, L>(), kRows = 32 / L;
-    const int chunk = lane % L, sub = lane / L, head0 = fd_scatter_head0<G, L>(chunk);
-    float p[kFdUnroll][H];
-#pragma unroll
-    for (int u = 0; u < kFdUnroll; ++u) {
-        float k8[8];
-        unpack8<KV>(k_raw[u], k8);
-        float dot[G];
-#pragma unroll
-        for (int h = 0; h < G; ++h) {
-            dot[h] = 0.0f;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) dot[h] += q_r[h][e] * k8[e];
-        }
-        fd_scatter_sum<G, L>(dot, chunk);
-#pragma unroll
-        for (int i = 0; i < H; ++i) p[u][i] = valid[u] ? dot[i] : -INFINITY;
-    }
-    float alpha[H];
-#pragma unroll
-    for (int i = 0; i < H; ++i) {
-        float step_max = p[0][i];
-#pragma unroll
-        for (int u = 1; u < kFdUnroll; ++u) step_max = fmaxf(step_max, p[u][i]);
-#pragma unroll
-        for (int offset = L; offset < 32; offset *= 2) step_max = fmaxf(step_max, __shfl_xor_sync(0xffffffffu, step_max, offset));
-        const float m_new = fmaxf(m[i], step_max);  // finite: a step holds at least one valid position
-        alpha[i] = exp2f(m[i] - m_new);              // 0 on the first step (m = -inf)
-        m[i] = m_new;
-        l[i] *= alpha[i];
-#pragma unroll
-        for (int u = 0; u < kFdUnroll; ++u) {
-            p[u][i] = exp2f(p[u][i] - m_new);  // 0 for dropped positions
-            l[i] += p[u][i];
-        }
-    }
-    if constexpr (SCATTER == 1) {
-        // Head h's values are in lane h / H * kSameHeads of each row (the max is uniform over rows).
-#pragma unroll
-        for (int h = 0; h < G; ++h) {
-            const float a = __shfl_sync(0xffffffffu, alpha[h % H], h / H * kSameHeads);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) acc[h][e] *= a;
-        }
-#pragma unroll
-        for (int u = 0; u < kFdUnroll; ++u) {
-            float v8[8];
-            unpack8<KV>(v_raw[u], v8);
-#pragma unroll
-            for (int h = 0; h < G; ++h) {
-                const float w = __shfl_sync(0xffffffffu, p[u][h % H], sub * L + h / H * kSameHeads);
-#pragma unroll
-                for (int e = 0; e < 8; ++e) acc[h][e] += w * v8[e];
-            }
-        }
-    } else {
-        static_assert(G % 4 == 0, "attn_fd_scatter_scores 2: a group of 4 or 8 (16-byte loads)");
-        // [warp][u][row][head]: the probabilities; [warp][kFdUnroll][0][head]: the rescales.
-        __shared__ __align__(16) float shared[W][kFdUnroll + 1][kRows][G];
-        __syncwarp();  // the warp's reads of the previous step are done
-        if (chunk % kSameHeads == 0) {
-#pragma unroll
-            for (int i = 0; i < H; ++i) {
-#pragma unroll
-                for (int u = 0; u < kFdUnroll; ++u) shared[warp][u][sub][head0 + i] = p[u][i];
-                if (sub == 0) shared[warp][kFdUnroll][0][head0 + i] = alpha[i];
-            }
-        }
-        __syncwarp();
-        auto load_heads = [&](const float *from, float (&to)[G]) {
-#pragma unroll
-            for (int j = 0; j < G / 4; ++j) {
-                const float4 four = reinterpret_cast<const float4 *>(from)[j];
-                to[4 * j] = four.x;
-                to[4 * j + 1] = four.y;
-                to[4 * j + 2] = four.z;
-                to[4 * j + 3] = four.w;
-            }
-        };
-        float a[G];
-        load_heads(shared[warp][kFdUnroll][0], a);
-#pragma unroll
-        for (int h = 0; h < G; ++h) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) acc[h][e] *= a[h];
-        }
-#pragma unroll
-        for (int u = 0; u < kFdUnroll; ++u) {
-            float w[G], v8[8];
-            load_heads(shared[warp][u][sub], w);
-            unpack8<KV>(v_raw[u], v8);
-#pragma unroll
-            for (int h = 0; h < G; ++h) {
-#pragma unroll
-                for (int e = 0; e < 8; ++e) acc[h][e] += w[h] * v8[e];
-            }
-        }
     }
 }
 
