@@ -497,7 +497,8 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     // go by cp.async to stage i of its warp's ring, ring[((warp * RING + i) * 2 * kFdUnroll + j) * 32 +
     // lane] (K then V), RING - 1 steps ahead of the one it multiplies; it reads back only its own copies.
     constexpr bool kRing = !PREFETCH && RING >= 2;
-    static_assert(fd_ring_bytes<PREFETCH, W, RING>() + sizeof(FdShared<D, G, W>) <= 232448, "attn_fd_ring: the ring and the block's state exceed 227 KB");
+    static_assert(fd_ring_bytes<PREFETCH, W, RING>() + sizeof(FdShared<D, G, W>) + fd_scatter_bytes<SCATTER, W, G, kLanesPerRow>() <= 232448,
+                  "attn_fd_ring: the ring, the block's state and the scores' hand-out (attn_fd_scatter_scores 2) exceed 227 KB");
     extern __shared__ uint4 fd_ring[];
     int ring_next = step_begin + warp, ring_stage = 0;
     auto copy_step = [&](int step, int stage) {
@@ -589,7 +590,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     // DRAM (qwen3-30b-a3b batch 1: 3.271 -> 3.227 ms; bench/RESULTS.md). Its weights now stream during
     // the reductions below.
     if constexpr (!kLaunchEarly) hp_cuda_gemv::launch_dependents();
-    // The warp's rows: sum the kRowsPerLoad position lanes of each chunk (the max is warp-uniform).
+    // The warp's rows: sum the kRowsPerLoad position lanes of each chunk (the max is the same in every row).
 #pragma unroll
     for (int h = 0; h < G; ++h) {
 #pragma unroll

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include <hotpass/forward_abi.h>
@@ -140,7 +141,15 @@ __device__ inline void fd_butterfly_step(const float (&q_r)[G][8], const uint4 (
 // butterfly form exponentiates every head's scores in every lane: 8 times the exp2 at qwen3-30b-a3b's
 // group of 8). Every head's rescale and probabilities then reach the lanes of every chunk of V
 // (acc[G][8] as in the other form): SCATTER 1 by shuffles (G + kFdUnroll * G a step), 2 through the
-// warp's slice of shared memory (kFdUnroll + 1 stores, (kFdUnroll + 1) * G / 4 16-byte loads).
+// warp's slice of shared memory (H * (kFdUnroll + 1) stores, (kFdUnroll + 1) * G / 4 16-byte loads;
+// fd_scatter_bytes).
+// The static shared memory fd_scatter_step takes in a block of W warps (SCATTER 2; rows of L lanes):
+// [W][kFdUnroll + 1][32 / L][G] floats, the probabilities at [u][row], the rescales at [kFdUnroll][0].
+template <int SCATTER, int W, int G, int L>
+__host__ __device__ constexpr size_t fd_scatter_bytes() {
+    return SCATTER == 2 ? size_t(W) * (kFdUnroll + 1) * (32 / L) * G * sizeof(float) : 0;
+}
+
 template <hp_dtype KV, int G, int L, int SCATTER, int W>
 __device__ inline void fd_scatter_step(const float (&q_r)[G][8], const uint4 (&k_raw)[kFdUnroll], const uint4 (&v_raw)[kFdUnroll],
                                        const bool (&valid)[kFdUnroll], float (&m)[G], float (&l)[G], float (&acc)[G][8], int warp, int lane) {
@@ -186,8 +195,9 @@ __device__ inline void fd_scatter_step(const float (&q_r)[G][8], const uint4 (&k
         }
     } else {
         static_assert(G % 4 == 0, "attn_fd_scatter_scores 2: a group of 4 or 8 (16-byte loads)");
-        // [warp][u][row][head]: the probabilities; [warp][kFdUnroll][0][head]: the rescales.
+        // [warp][u][row][head]: the probabilities; [warp][kFdUnroll][0][head]: the rescales (fd_scatter_bytes).
         __shared__ __align__(16) float shared[W][kFdUnroll + 1][kRows][G];
+        static_assert(sizeof(shared) == fd_scatter_bytes<SCATTER, W, G, L>());
         __syncwarp();  // the warp's reads of the previous step are done
         if (chunk % kSameHeads == 0) {
 #pragma unroll
