@@ -323,11 +323,10 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     }
     std::vector<float> q(size_t(c.n_token) * c.n_head * d);
     for (float &value : q) value = 2.0f * normal(rng);  // peaked softmaxes as well as flat ones
-    // Case::pdl_writer: q and the tokens' newest rows start as NaN on the device; late_writer_kernel
-    // writes them (from newest_k, newest_v at newest_row) in front of every run.
+    // Case::pdl_writer: every run sets q and the tokens' newest rows to NaN on the device, then
+    // late_writer_kernel writes them (q from q_from_d, the rows from newest_k, newest_v at newest_row).
     std::vector<uint16_t> newest_k, newest_v;
     std::vector<int64_t> newest_row;  // in elements
-    std::vector<uint16_t> k_upload = k_bits, v_upload = v_bits;
     if (c.pdl_writer) {
         for (int t = 0; t < c.n_token; ++t) {
             const int at = positions[size_t(t)];
@@ -336,8 +335,6 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
             newest_row.push_back(row);
             newest_k.insert(newest_k.end(), k_bits.begin() + row, k_bits.begin() + row + std::ptrdiff_t(row_width));
             newest_v.insert(newest_v.end(), v_bits.begin() + row, v_bits.begin() + row + std::ptrdiff_t(row_width));
-            std::fill_n(k_upload.begin() + row, row_width, uint16_t(0x7fff));
-            std::fill_n(v_upload.begin() + row, row_width, uint16_t(0x7fff));
         }
     }
 
@@ -356,9 +353,9 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     for (int t = c.n_token - 1; t >= 0; --t) seq_token_start[size_t(token_seq[size_t(t)])] = t;
     int32_t *seq_token_start_d = upload(seq_token_start);
     p.seq_token_start = seq_token_start_d;
-    float *q_d = c.pdl_writer ? upload(std::vector<float>(q.size(), NAN)) : upload(q);
+    float *q_d = upload(q);
     int32_t *positions_d = upload(positions), *token_seq_d = upload(token_seq), *tables_d = upload(tables);
-    uint16_t *k_d = upload(k_upload), *v_d = upload(v_upload);
+    uint16_t *k_d = upload(k_bits), *v_d = upload(v_bits);
     float *partial_d = nullptr;
     int32_t *counters_d = upload(std::vector<int32_t>(size_t(c.n_token) * grid_rows, 0));
     const size_t n_out = size_t(c.n_token) * c.n_head * d;
@@ -386,8 +383,8 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
         CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     }
     auto run_dependent = [&] {
-        // Every run starts from NaN in q and the newest rows (0xff bytes: NaN in f32, bf16 and f16), so that the
-        // second run, whose launches find their kernels loaded and their cluster sizes asked, is the one where the
+        // Every run starts from NaN in q and the newest rows (0xff bytes: NaN in f32, bf16 and f16), also the
+        // second, whose launches find their kernels loaded and their cluster sizes asked, so that there the
         // host's launch of the attention surely falls inside the writer's spin.
         cudaMemsetAsync(q_d, 0xff, q.size() * sizeof(float), stream);
         for (const int64_t row : newest_row) {
