@@ -22,12 +22,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../../forward/cuda/baseline/attention_mma.cuh"
+#include "../../forward/cuda/baseline/kernels.cuh"
 #include "cuda_test_util.h"
 
 namespace {
@@ -835,6 +839,280 @@ TEST(CudaDecodeAttention, EarlyKvWaitsForTheNewestRowUnderDependentLaunch) {
                 }
             }
         }
+    }
+}
+
+// Knob attn_fd_head (attention_head.cuh): the CUDA-core kernel doing the head kernel's work itself (bias,
+// q/k RMSNorm, RoPE, the newest K and V rows into the cache) on a decode step, against the plugin's path
+// without it: head_kernel, then the same kernel on the q it wrote. Raw q/k/v drawn fresh, biases and
+// norm weights bf16, the cache random with every token's newest row and every row no sequence holds NaN.
+// The newest rows must match the head kernel's to one 16-bit rounding (the RMSNorm's sum runs in
+// another order), every other cache element must be left as it was, the outputs must match to 2^-7
+// relative (q and the newest K row may differ in their last bit), and a second run must give the same
+// bits. With `dependent`, the kernel is a programmatic dependent launch behind a kernel that lets it
+// start at once and writes raw q, k and v only 1 ms later (NaN until then): reading them before its
+// griddepcontrol.wait would show.
+struct FoldCase {
+    int n_token, n_head, n_head_kv, d_head;
+    hp_dtype kv_dtype = HP_DTYPE_BF16;
+    int n_split = 0;  // 0: decode_attention_splits()
+    bool prefetch = true, small_warps = true, cluster = false;
+    bool bias = true, norm = true;
+    int block_tokens = 16;
+    int max_length = 1024;  // one token: this many positions; several: the special lengths, then random ones
+    bool dependent = false;
+};
+
+__global__ void late_copy_kernel(const float *a_from, float *a, int n_a, const float *b_from, float *b, int n_b, const float *c_from, float *c, int n_c,
+                                 unsigned long long spin_ns) {
+    hp_cuda_gemv::launch_dependents();
+    const unsigned long long start = hp_cuda_gemv::global_timer();
+    while (hp_cuda_gemv::global_timer() - start < spin_ns) {
+    }
+    for (int i = int(threadIdx.x); i < n_a; i += int(blockDim.x)) a[i] = a_from[i];
+    for (int i = int(threadIdx.x); i < n_b; i += int(blockDim.x)) b[i] = b_from[i];
+    for (int i = int(threadIdx.x); i < n_c; i += int(blockDim.x)) c[i] = c_from[i];
+}
+
+void run_fold_case(const FoldCase &c, uint32_t seed) {
+    SCOPED_TRACE("n_token " + std::to_string(c.n_token) + ", heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + ", d_head " +
+                 std::to_string(c.d_head) + ", kv " + (c.kv_dtype == HP_DTYPE_BF16 ? "bf16" : "f16") + ", n_split " + std::to_string(c.n_split) +
+                 (c.prefetch ? ", prefetch" : "") + (c.small_warps ? ", small warps" : "") + (c.cluster ? ", cluster" : "") + (c.bias ? ", bias" : "") +
+                 (c.norm ? ", q/k norm" : "") + ", block_tokens " + std::to_string(c.block_tokens) + ", max_length " + std::to_string(c.max_length) +
+                 (c.dependent ? ", dependent launch behind a late writer" : "") + ", seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int d = c.d_head, group = c.n_head / c.n_head_kv, bt = c.block_tokens;
+    const bool bf16 = c.kv_dtype == HP_DTYPE_BF16;
+    // Every token alone in its sequence (sequence t), at its own length.
+    const int special[] = {1, 2, 15, 16, 17, 33, 255, 1023, 1025};
+    std::uniform_int_distribution<int> any_length(1, c.max_length);
+    std::vector<int32_t> positions(size_t(c.n_token)), token_seq(size_t(c.n_token)), seq_token_start(size_t(c.n_token) + 1);
+    int max_length = 1;
+    for (int t = 0; t < c.n_token; ++t) {
+        const int length = c.n_token == 1 ? c.max_length : t < int(std::size(special)) ? std::min(special[t], c.max_length) : any_length(rng);
+        positions[size_t(t)] = length - 1;
+        token_seq[size_t(t)] = t;
+        seq_token_start[size_t(t)] = t;
+        max_length = std::max(max_length, length);
+    }
+    seq_token_start[size_t(c.n_token)] = c.n_token;
+    const int max_blocks = (max_length + bt - 1) / bt;
+    int n_block = 3;  // blocks no sequence uses
+    for (int32_t position : positions) n_block += (position + bt) / bt;
+    std::vector<int32_t> order(static_cast<size_t>(n_block)), tables(size_t(c.n_token) * max_blocks, -1);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    int next = 0;
+    for (int t = 0; t < c.n_token; ++t) {
+        for (int b = 0; b < (positions[size_t(t)] + bt) / bt; ++b) tables[size_t(t) * max_blocks + b] = order[size_t(next++)];
+    }
+    const size_t row_width = size_t(c.n_head_kv) * d, cache_elements = size_t(n_block) * bt * row_width;
+    std::vector<uint16_t> k_cache(cache_elements, 0x7fff), v_cache(cache_elements, 0x7fff);  // NaN in bf16 and f16
+    std::vector<int64_t> newest_row(size_t(c.n_token));
+    for (int t = 0; t < c.n_token; ++t) {
+        for (int j = 0; j < positions[size_t(t)]; ++j) {  // the older rows; the newest stays NaN
+            const size_t row = (size_t(tables[size_t(t) * max_blocks + j / bt]) * bt + j % bt) * row_width;
+            for (size_t i = 0; i < row_width; ++i) {
+                k_cache[row + i] = bf16 ? to_bf16_bits(normal(rng)) : to_f16_bits(normal(rng));
+                v_cache[row + i] = bf16 ? to_bf16_bits(normal(rng)) : to_f16_bits(normal(rng));
+            }
+        }
+        const int at = positions[size_t(t)];
+        newest_row[size_t(t)] = (int64_t(tables[size_t(t) * max_blocks + at / bt]) * bt + at % bt) * int64_t(row_width);
+    }
+    auto draw = [&](size_t n, float scale, float offset) {
+        std::vector<float> out(n);
+        for (float &value : out) value = offset + scale * normal(rng);
+        return out;
+    };
+    auto bf16_of = [](const std::vector<float> &values) {
+        std::vector<uint16_t> out(values.size());
+        for (size_t i = 0; i < values.size(); ++i) out[i] = to_bf16_bits(values[i]);
+        return out;
+    };
+    const std::vector<float> q = draw(size_t(c.n_token) * c.n_head * d, 2.0f, 0.0f), k = draw(size_t(c.n_token) * row_width, 2.0f, 0.0f),
+                             v = draw(size_t(c.n_token) * row_width, 1.0f, 0.0f);
+    const std::vector<uint16_t> bq = bf16_of(draw(size_t(c.n_head) * d, 0.5f, 0.0f)), bk = bf16_of(draw(row_width, 0.5f, 0.0f)),
+                                bv = bf16_of(draw(row_width, 0.5f, 0.0f)), q_norm = bf16_of(draw(size_t(d), 0.2f, 1.0f)),
+                                k_norm = bf16_of(draw(size_t(d), 0.2f, 1.0f));
+    std::vector<float> inv_freq(size_t(d / 2));
+    for (int i = 0; i < d / 2; ++i) inv_freq[size_t(i)] = std::pow(10000.0f, -2.0f * float(i) / float(d));
+
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float *q_d = upload(q), *q_raw_d = upload(q), *k_d = upload(k), *v_d = upload(v), *inv_freq_d = upload(inv_freq);
+    float *q_late_d = upload(std::vector<float>(q.size(), nan)), *k_late_d = upload(std::vector<float>(k.size(), nan)),
+          *v_late_d = upload(std::vector<float>(v.size(), nan));
+    uint16_t *bq_d = upload(bq), *bk_d = upload(bk), *bv_d = upload(bv), *q_norm_d = upload(q_norm), *k_norm_d = upload(k_norm);
+    uint16_t *k_cache_a = upload(k_cache), *v_cache_a = upload(v_cache), *k_cache_b = upload(k_cache), *v_cache_b = upload(v_cache);
+    int32_t *positions_d = upload(positions), *token_seq_d = upload(token_seq), *tables_d = upload(tables), *seq_start_d = upload(seq_token_start);
+    base::DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / std::sqrt(float(d)), bt, bt == 16 ? 4 : -1, max_blocks, 1};
+    const int warps = c.small_warps ? base::kFdSmallWarps : base::kFdWarps;
+    p.n_split = c.n_split > 0 ? c.n_split : base::decode_attention_splits(c.n_token, c.n_head_kv, d, max_blocks * bt, 64, warps);
+    p.seq_token_start = seq_start_d;
+    const size_t n_out = size_t(c.n_token) * c.n_head * d;
+    float *partial_d = nullptr;
+    CHECK_CUDA(cudaMalloc(&partial_d, size_t(c.n_token) * c.n_head * p.n_split * (d + 2) * sizeof(float)));
+    int32_t *counters_d = upload(std::vector<int32_t>(size_t(c.n_token) * c.n_head_kv, 0));
+    __nv_bfloat16 *out_a = reinterpret_cast<__nv_bfloat16 *>(upload(std::vector<uint16_t>(n_out, 0x7fc0)));
+    __nv_bfloat16 *out_b = reinterpret_cast<__nv_bfloat16 *>(upload(std::vector<uint16_t>(n_out, 0x7fc0)));
+    ASSERT_TRUE(q_d && q_raw_d && k_d && v_d && inv_freq_d && q_late_d && k_late_d && v_late_d && bq_d && bk_d && bv_d && q_norm_d && k_norm_d &&
+                k_cache_a && v_cache_a && k_cache_b && v_cache_b && positions_d && token_seq_d && tables_d && seq_start_d && counters_d && out_a && out_b);
+    const dim3 grid(c.n_head_kv, c.n_token, p.n_split);
+    auto attend = [&](const base::DecodeAttentionParams &params, const float *q_in, void *k_c, void *v_c, __nv_bfloat16 *out, cudaStream_t stream) {
+        auto go = [&](auto d_head, auto g) {
+            constexpr int D = decltype(d_head)::value, G = decltype(g)::value;
+            if (stream) {  // as forward.cu launches it (launch_decode_attention_kernel), behind the late writer
+                Case shape{c.n_token, c.n_head, c.n_head_kv, d, c.kv_dtype};
+                shape.prefetch = c.prefetch;
+                shape.small_warps = c.small_warps;
+                shape.cluster = c.cluster && base::fd_cluster(params.n_split);
+                if (bf16) launch_dependent<HP_DTYPE_BF16, D, G>(shape, c.n_head_kv, stream, params, q_in, positions_d, token_seq_d, tables_d, k_c, v_c, partial_d, counters_d, out);
+                else launch_dependent<HP_DTYPE_F16, D, G>(shape, c.n_head_kv, stream, params, q_in, positions_d, token_seq_d, tables_d, k_c, v_c, partial_d, counters_d, out);
+                return;
+            }
+            launch<D, G>(c.prefetch, false, c.kv_dtype, grid, params, q_in, positions_d, token_seq_d, tables_d, k_c, v_c, partial_d, counters_d, out,
+                         c.small_warps, c.cluster && base::fd_cluster(params.n_split));  // as forward.cu: clusters of 2..attn_fd_cluster splits
+        };
+        using std::integral_constant;
+        if (d == 32 && group <= 4) go(integral_constant<int, 32>{}, integral_constant<int, 4>{});
+        else if (d == 32) go(integral_constant<int, 32>{}, integral_constant<int, 8>{});
+        else if (d == 64 && group <= 4) go(integral_constant<int, 64>{}, integral_constant<int, 4>{});
+        else if (d == 64) go(integral_constant<int, 64>{}, integral_constant<int, 8>{});
+        else if (group <= 4) go(integral_constant<int, 128>{}, integral_constant<int, 4>{});
+        else go(integral_constant<int, 128>{}, integral_constant<int, 8>{});
+    };
+
+    // A: the head kernel, then the kernel on the q it wrote.
+    base::HeadParams hp{c.n_head, c.n_head_kv, d, 1e-6f, HP_DTYPE_BF16, c.bias ? bq_d : nullptr, c.bias ? bk_d : nullptr, c.bias ? bv_d : nullptr,
+                        HP_DTYPE_BF16, c.norm ? q_norm_d : nullptr, c.norm ? k_norm_d : nullptr, inv_freq_d, bt, max_blocks};
+    const int head_threads = std::min(256, (d + 31) / 32 * 32);
+    if (bf16) base::head_kernel<HP_DTYPE_BF16><<<dim3(c.n_head + c.n_head_kv, c.n_token), head_threads>>>(hp, q_d, k_d, v_d, positions_d, token_seq_d, tables_d, k_cache_a, v_cache_a);
+    else base::head_kernel<HP_DTYPE_F16><<<dim3(c.n_head + c.n_head_kv, c.n_token), head_threads>>>(hp, q_d, k_d, v_d, positions_d, token_seq_d, tables_d, k_cache_a, v_cache_a);
+    attend(p, q_d, k_cache_a, v_cache_a, out_a, nullptr);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+
+    // B: the kernel alone on raw q, k and v (twice: the same bits).
+    base::DecodeAttentionParams pf = p;
+    pf.head.k = c.dependent ? k_late_d : k_d;
+    pf.head.v = c.dependent ? v_late_d : v_d;
+    pf.head.bias_dtype = HP_DTYPE_BF16;
+    pf.head.bq = hp.bq, pf.head.bk = hp.bk, pf.head.bv = hp.bv;
+    pf.head.norm_dtype = HP_DTYPE_BF16;
+    pf.head.q_norm = hp.q_norm, pf.head.k_norm = hp.k_norm;
+    pf.head.inv_freq = inv_freq_d;
+    pf.head.eps = 1e-6f;
+    pf.head.k_cache = k_cache_b;
+    pf.head.v_cache = v_cache_b;
+    cudaStream_t stream = nullptr;
+    if (c.dependent) CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    std::vector<uint16_t> got_b[2];
+    for (int run = 0; run < 2; ++run) {
+        if (c.dependent) {
+            for (float *late : {q_late_d, k_late_d, v_late_d}) cudaMemsetAsync(late, 0xff, (late == q_late_d ? q.size() : k.size()) * sizeof(float), stream);
+            late_copy_kernel<<<1, 256, 0, stream>>>(q_raw_d, q_late_d, int(q.size()), k_d, k_late_d, int(k.size()), v_d, v_late_d, int(v.size()), 1000000ull);
+            attend(pf, q_late_d, k_cache_b, v_cache_b, out_b, stream);
+            CHECK_CUDA(cudaStreamSynchronize(stream));
+        } else {
+            attend(pf, q_raw_d, k_cache_b, v_cache_b, out_b, nullptr);
+        }
+        CHECK_CUDA(cudaGetLastError());
+        CHECK_CUDA(cudaDeviceSynchronize());
+        got_b[run].resize(n_out);
+        CHECK_CUDA(cudaMemcpy(got_b[run].data(), out_b, n_out * 2, cudaMemcpyDeviceToHost));
+    }
+    if (stream) cudaStreamDestroy(stream);
+    EXPECT_EQ(std::memcmp(got_b[0].data(), got_b[1].data(), n_out * 2), 0) << "a second run differs";
+
+    std::vector<uint16_t> got_a(n_out), ka(cache_elements), va(cache_elements), kb(cache_elements), vb(cache_elements);
+    CHECK_CUDA(cudaMemcpy(got_a.data(), out_a, n_out * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(ka.data(), k_cache_a, cache_elements * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(va.data(), v_cache_a, cache_elements * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(kb.data(), k_cache_b, cache_elements * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(vb.data(), v_cache_b, cache_elements * 2, cudaMemcpyDeviceToHost));
+    auto value = [&](uint16_t bits) { return bf16 ? double(from_bf16_bits(bits)) : double(from_f16_bits(bits)); };
+    const double rounding = bf16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10);  // a 16-bit element's unit in the last place, relative (at most)
+    std::vector<char> newest(cache_elements, 0);
+    for (int64_t row : newest_row) std::fill_n(newest.begin() + row, row_width, char(1));
+    int bad = 0;
+    for (size_t i = 0; i < cache_elements; ++i) {
+        if (!newest[i]) {
+            if ((kb[i] != k_cache[i] || vb[i] != v_cache[i]) && bad++ < 5) ADD_FAILURE() << "cache element " << i << " outside the newest rows changed";
+            continue;
+        }
+        for (const auto &[a, b, name] : {std::tuple{ka[i], kb[i], "K"}, std::tuple{va[i], vb[i], "V"}}) {
+            const double x = value(a), y = value(b);
+            if (!(std::fabs(x - y) <= rounding * std::max(std::fabs(x), std::fabs(y)) + 1e-7) && bad++ < 5) {
+                ADD_FAILURE() << name << " newest-row element " << i << ": head kernel " << x << ", attention kernel " << y;
+            }
+        }
+    }
+    EXPECT_EQ(bad, 0) << bad << " cache elements off";
+    bad = 0;
+    for (int t = 0; t < c.n_token; ++t) {
+        for (int h = 0; h < c.n_head; ++h) {
+            double scale = 0;  // the head's largest output: the bound's floor
+            for (int i = 0; i < d; ++i) scale = std::max(scale, std::fabs(double(from_bf16_bits(got_a[(size_t(t) * c.n_head + h) * d + i]))));
+            for (int i = 0; i < d; ++i) {
+                const size_t o = (size_t(t) * c.n_head + h) * d + i;
+                const double x = from_bf16_bits(got_a[o]), y = from_bf16_bits(got_b[0][o]);
+                if (!(std::fabs(x - y) <= std::ldexp(std::fabs(x), -7) + 1e-3 * scale) && bad++ < 5) {
+                    ADD_FAILURE() << "token " << t << " (length " << positions[size_t(t)] + 1 << ") head " << h << " element " << i << ": head kernel path "
+                                  << x << ", folded " << y;
+                }
+            }
+        }
+    }
+    EXPECT_EQ(bad, 0) << bad << " of " << n_out << " outputs off";
+    for (void *ptr : std::initializer_list<void *>{q_d, q_raw_d, k_d, v_d, inv_freq_d, q_late_d, k_late_d, v_late_d, bq_d, bk_d, bv_d, q_norm_d, k_norm_d,
+                                                   k_cache_a, v_cache_a, k_cache_b, v_cache_b, positions_d, token_seq_d, tables_d, seq_start_d, partial_d,
+                                                   counters_d, out_a, out_b}) {
+        cudaFree(ptr);
+    }
+}
+
+// Decode steps of qwen3-30b-a3b's batch 1 (the knob's target: 32/4 heads, d_head 128, q/k norm, no bias)
+// at lengths whose newest row is alone in the last warp step, ends one, or is the only row, split
+// counts 1 / 7 / 64, in clusters and not; llama-3.2-1b's shape and d_head 32 with biases, group 1 and 3,
+// f16, blocks of 8 tokens (steps across paged blocks), several tokens (the kernel without PREFETCH, in
+// blocks of kFdWarps), and behind a late writer under dependent launch.
+TEST(CudaDecodeAttention, HeadFoldMatchesHeadKernelThenAttention) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    if (!base::kFdHead) GTEST_SKIP() << "built with attn_fd_head 0 (test_cuda_attention_tail has it on)";
+    uint32_t seed = std::random_device{}();
+    for (int length : {1024, 1025, 1003, 17, 1}) {
+        for (bool cluster : {true, false}) {
+            FoldCase c{1, 32, 4, 128};
+            c.bias = false;
+            c.max_length = length;
+            c.cluster = cluster;
+            run_fold_case(c, seed++);
+        }
+    }
+    for (int n_split : {1, 7, 64}) {
+        FoldCase c{1, 32, 4, 128};
+        c.n_split = n_split;
+        c.max_length = 700;
+        run_fold_case(c, seed++);
+    }
+    run_fold_case({1, 32, 8, 64}, seed++);                                             // llama-3.2-1b, with biases
+    run_fold_case({1, 32, 8, 64, HP_DTYPE_F16, 0, true, true, false, true, false}, seed++);  // f16, no norm
+    run_fold_case({2, 4, 4, 32, HP_DTYPE_BF16, 0, true, true, true}, seed++);         // group 1, d_head 32, clusters
+    run_fold_case({3, 6, 2, 64, HP_DTYPE_BF16, 0, false, false}, seed++);             // group 3, 3 tokens, no PREFETCH
+    run_fold_case({9, 32, 4, 128, HP_DTYPE_BF16, 5, false, false}, seed++);           // 9 tokens (the special lengths)
+    run_fold_case({1, 32, 4, 128, HP_DTYPE_BF16, 0, true, true, false, true, true, 8, 200}, seed++);  // blocks of 8 tokens
+    if (HP_CUDA_PDL) {
+        for (bool cluster : {true, false}) {
+            FoldCase c{1, 32, 4, 128};
+            c.cluster = cluster;
+            c.max_length = 1025;
+            c.dependent = true;
+            run_fold_case(c, seed++);
+        }
+        FoldCase c{1, 32, 8, 64};
+        c.dependent = true;
+        run_fold_case(c, seed++);
     }
 }
 

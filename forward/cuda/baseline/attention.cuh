@@ -36,6 +36,7 @@
 
 #include <hotpass/forward_abi.h>
 
+#include "attention_head.cuh"
 #include "attention_step.cuh"
 #include "gemv.cuh"
 #include "knobs.h"
@@ -72,6 +73,7 @@ struct DecodeAttentionParams {
     hp_cuda_gemv::L2Prefetch prefetch;  // upcoming weights, prefetched into L2 before the wait (gemv.cuh)
     unsigned long long *trace = nullptr;  // HP_CUDA_ATTN_TRACE builds, optional: [block][kFdTracePoints] global timer (ns)
     int head_split = 1;  // CUDA-core kernel (knob attn_fd_head_split): blocks per (token, kv head, split), each group / head_split query heads
+    FdHead head;         // CUDA-core kernel (knob attn_fd_head): the head kernel's work in the prologue (a decode step, head_split 1), else head.k null
 };
 
 // The blocks of grid row y (the grid's kv-head coordinate): kv head y / head_split, and
@@ -519,6 +521,18 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     // With attn_fd_early_kv 2 every warp's first step goes out before the wait but for the newest
     // position's row (and rows past the sequence, which read it), loaded after the wait from L2.
     uint4 k_next[kFdUnroll], v_next[kFdUnroll];
+    // Knob attn_fd_head (attention_head.cuh): q arrives as the q/k/v launch left it and this kernel
+    // does the head kernel's work; the rotation and the norms' weights are ready before the wait. The
+    // warp whose steps hold the newest position writes that position's K and V rows (head.k set only
+    // for decode steps, every token alone: no other block reads the row in this step).
+    const bool fold = kFdHead && p.head.k != nullptr;
+    float head_cos[8], head_sin[8], q_norm_w[8], k_norm_w[8];
+    if (fold) {
+        fd_head_rotation<D>(p.head.inv_freq, length - 1, chunk, head_cos, head_sin);
+        fd_head_weights(p.head.norm_dtype, p.head.q_norm, chunk * 8, q_norm_w);
+        fd_head_weights(p.head.norm_dtype, p.head.k_norm, chunk * 8, k_norm_w);
+    }
+    const bool writes_newest = fold && n_step - 1 >= step_begin && n_step - 1 < step_end && (n_step - 1 - step_begin) % W == warp;
     const bool early = kClampTail ? PREFETCH && alone && step_begin + warp < step_end
                                   : fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kStep, length);
     if (early) load_step(step_begin + warp, k_next, v_next, kClampTail ? kOlderRows : kAllRows);
@@ -529,13 +543,21 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     if constexpr (kLaunchEarly) hp_cuda_gemv::launch_dependents();
     hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
     fd_trace(p, 1);
+    if (writes_newest) {  // before any load of the row (attn_fd_early_kv 2 loads it next)
+        fd_head_write_newest<KV, D>(p.head, p.n_head_kv, t, g, chunk, sub, paged_row(p, table, length - 1) * row_width + int64_t(g) * D, k_norm_w,
+                                    head_cos, head_sin);
+    }
     if (kClampTail && early) load_step(step_begin + warp, k_next, v_next, kNewestRow);
     if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;
     float q_r[G][8];
+    if (fold) {
+        fd_head_prepare_q<D, G>(p.head, q, p.n_head, t, head0, group, chunk, p.scale_log2, q_norm_w, head_cos, head_sin, q_r);
+    } else {
 #pragma unroll
-    for (int h = 0; h < G; ++h) {
+        for (int h = 0; h < G; ++h) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) q_r[h][e] = h < group ? q[(int64_t(t) * p.n_head + head0 + h) * D + chunk * 8 + e] * p.scale_log2 : 0.0f;
+            for (int e = 0; e < 8; ++e) q_r[h][e] = h < group ? q[(int64_t(t) * p.n_head + head0 + h) * D + chunk * 8 + e] * p.scale_log2 : 0.0f;
+        }
     }
     if (PREFETCH && !early && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
     if constexpr (kRing) {  // the first RING - 1 steps, one commit group each (empty past the split)

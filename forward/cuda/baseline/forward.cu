@@ -678,27 +678,81 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
     return HP_OK;
 }
 
-// The flash-decoding attention (attention.cuh; attn_kernel 2: attention_mma.cuh for d_head 64 and
-// 128 at steps of at least attn_mma_min_tokens tokens) for 16-bit KV and d_head 32, 64 or 128.
+// What the attention kernel needs to do the head kernel's work for `layer` (knob attn_fd_head): the q/k/v
+// launch's k and v, the biases, the q/k norms, the rotation, the layer's cache.
+FdHead fd_head_params(const BaselineState &state, int layer) {
+    const hp_config &c = state.model->config;
+    const hp_kv_cache &kv = *state.model->kv;
+    const hp_layer &w = state.model->layers[layer];
+    FdHead h;
+    h.k = state.act.k;
+    h.v = state.act.v;
+    if (present(w.bq)) {
+        h.bias_dtype = w.bq.dtype;
+        h.bq = w.bq.data;
+        h.bk = w.bk.data;
+        h.bv = w.bv.data;
+    }
+    if (c.has_qk_norm) {
+        h.norm_dtype = w.q_norm.dtype;
+        h.q_norm = w.q_norm.data;
+        h.k_norm = w.k_norm.data;
+    }
+    h.inv_freq = state.inv_freq;
+    h.eps = c.norm_eps;
+    h.k_cache = kv.k[layer];
+    h.v_cache = kv.v[layer];
+    return h;
+}
+
+// Which flash-decoding kernel a step takes (launch_decode_attention): the tensor-core one (mma) or the
+// CUDA-core one, the latter for small steps (`small`) in blocks of attn_fd_small_warps warps; and the
+// CUDA-core kernel's blocks per GQA group (attn_fd_head_split).
+struct DecodeAttentionPlan {
+    bool mma = false, small = false;
+    int head_split = 1;
+};
+inline DecodeAttentionPlan plan_decode_attention(const hp_config &c, const hp_batch &batch, int group) {
+    DecodeAttentionPlan plan;
+    // attn_mma_min_tokens_wide: GQA groups above 4 (8 query heads per KV row) reach the tensor cores sooner.
+    const int mma_min_tokens = group > 4 ? HP_CUDA_ATTN_MMA_MIN_TOKENS_WIDE : HP_CUDA_ATTN_MMA_MIN_TOKENS;
+    plan.mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && batch.n_token >= mma_min_tokens;
+    plan.small = !plan.mma && batch.n_token <= HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS;
+    // attn_fd_head_split: small steps on the CUDA-core kernel split each GQA group over that many
+    // blocks (grid rows n_head_kv * head_split), each scoring group / head_split query heads against
+    // the same K/V rows (read again from L2), so that twice the SMs share the per-step arithmetic.
+    constexpr int kHeadSplit = HP_CUDA_ATTN_FD_HEAD_SPLIT;
+    plan.head_split = plan.small && kHeadSplit > 1 && group % kHeadSplit == 0 ? kHeadSplit : 1;
+    return plan;
+}
+
+// Knob attn_fd_head: whether the CUDA-core flash-decoding kernel does the head kernel's work itself
+// (attention_head.cuh): decode steps (every token alone in its sequence, so only the token's own block
+// reads its newest row) on that kernel with a block per GQA group, for 16-bit KV (the kernel's).
 template <hp_dtype KV>
-void launch_decode_attention(BaselineState &state, const hp_batch &batch, int layer, int group) {
+bool attention_folds_head(const hp_config &c, const hp_batch &batch, int group) {
+    if (!kFdHead || KV == HP_DTYPE_F32 || HP_CUDA_ATTN_KERNEL < 1 || batch.n_token != batch.n_seq) return false;
+    if (c.d_head != 32 && c.d_head != 64 && c.d_head != 128) return false;
+    const DecodeAttentionPlan plan = plan_decode_attention(c, batch, group);
+    return !plan.mma && plan.head_split == 1;
+}
+
+// The flash-decoding attention (attention.cuh; attn_kernel 2: attention_mma.cuh for d_head 64 and
+// 128 at steps of at least attn_mma_min_tokens tokens) for 16-bit KV and d_head 32, 64 or 128; with
+// fold_head (attention_folds_head) the CUDA-core kernel also does the head kernel's work.
+template <hp_dtype KV>
+void launch_decode_attention(BaselineState &state, const hp_batch &batch, int layer, int group, bool fold_head) {
     const hp_config &c = state.model->config;
     const hp_kv_cache &kv = *state.model->kv;
     const int block_tokens = kv.block_tokens;
     const int max_positions = batch.max_blocks_per_seq * block_tokens;
     DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / sqrtf(float(c.d_head)), block_tokens,
                             (block_tokens & (block_tokens - 1)) == 0 ? __builtin_ctz(unsigned(block_tokens)) : -1, batch.max_blocks_per_seq, 1};
-    // attn_fd_small_warps: small steps on the CUDA-core kernel run blocks of more warps (fewer splits).
-    // attn_mma_min_tokens_wide: GQA groups above 4 (8 query heads per KV row) reach the tensor cores sooner.
-    const int mma_min_tokens = group > 4 ? HP_CUDA_ATTN_MMA_MIN_TOKENS_WIDE : HP_CUDA_ATTN_MMA_MIN_TOKENS;
-    const bool mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && batch.n_token >= mma_min_tokens;
-    const bool small = !mma && batch.n_token <= HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS;
-    const int warps = small ? kFdSmallWarps : kFdWarps;
-    // attn_fd_head_split: small steps on the CUDA-core kernel split each GQA group over that many
-    // blocks (grid rows n_head_kv * head_split), each scoring group / head_split query heads against
-    // the same K/V rows (read again from L2), so that twice the SMs share the per-step arithmetic.
-    constexpr int kHeadSplit = HP_CUDA_ATTN_FD_HEAD_SPLIT;
-    p.head_split = small && kHeadSplit > 1 && group % kHeadSplit == 0 ? kHeadSplit : 1;
+    const DecodeAttentionPlan plan = plan_decode_attention(c, batch, group);
+    const bool mma = plan.mma, small = plan.small;
+    const int warps = small ? kFdSmallWarps : kFdWarps;  // attn_fd_small_warps: small steps in blocks of more warps (fewer splits)
+    p.head_split = plan.head_split;
+    if (fold_head) p.head = fd_head_params(state, layer);
     const int block_group = group / p.head_split, grid_rows = c.n_head_kv * p.head_split;
     p.n_split = decode_attention_splits(batch.n_token, grid_rows, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)), warps);
     const bool cluster = small && fd_cluster(p.n_split);  // attn_fd_cluster: a small step's splits fit one cluster
@@ -827,17 +881,18 @@ void launch_head(BaselineState &state, const hp_batch &batch, int layer) {
         hp, a.q, a.k, a.v, batch.positions, a.token_seq, batch.block_tables, kv.k[layer], kv.v[layer]);
 }
 
-// Bias, q/k norm, RoPE and the KV write (the head kernel, unless the q/k/v launch did it: head_done),
-// then attention.
+// Bias, q/k norm, RoPE and the KV write (the head kernel, unless the q/k/v launch did it, head_done, or
+// the attention kernel does it, attn_fd_head), then attention.
 template <hp_dtype KV>
 void launch_attention(BaselineState &state, const hp_batch &batch, int layer, int n_split, bool head_done) {
     const hp_config &c = state.model->config;
     const hp_kv_cache &kv = *state.model->kv;
     const Activations &a = state.act;
-    if (!head_done) launch_head<KV>(state, batch, layer);
     const int group = c.n_head / c.n_head_kv;
+    const bool fold_head = !head_done && attention_folds_head<KV>(c, batch, group);
+    if (!head_done && !fold_head) launch_head<KV>(state, batch, layer);
     if (HP_CUDA_ATTN_KERNEL >= 1 && KV != HP_DTYPE_F32 && (c.d_head == 32 || c.d_head == 64 || c.d_head == 128)) {
-        launch_decode_attention<KV>(state, batch, layer, group);
+        launch_decode_attention<KV>(state, batch, layer, group, fold_head);
         return;
     }
     AttentionParams ap{c.n_head, c.n_head_kv, c.d_head, n_split, 1.0f / sqrtf(float(c.d_head)), kv.block_tokens, batch.max_blocks_per_seq};
