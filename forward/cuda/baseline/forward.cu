@@ -678,15 +678,10 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
     return HP_OK;
 }
 
-// What the attention kernel needs to do the head kernel's work for `layer` (knob attn_fd_head): the q/k/v
-// launch's k and v, the biases, the q/k norms, the rotation, the layer's cache.
-FdHead fd_head_params(const BaselineState &state, int layer) {
-    const hp_config &c = state.model->config;
-    const hp_kv_cache &kv = *state.model->kv;
-    const hp_layer &w = state.model->layers[layer];
-    FdHead h;
-    h.k = state.act.k;
-    h.v = state.act.v;
+// The layer's q/k/v biases and q/k norm weights, where the model has them, into the head kernel's
+// parameters (HeadParams) or the attention kernel's (FdHead, knob attn_fd_head): the same fields.
+template <class Head>
+void set_head_weights(Head &h, const hp_config &c, const hp_layer &w) {
     if (present(w.bq)) {
         h.bias_dtype = w.bq.dtype;
         h.bq = w.bq.data;
@@ -698,6 +693,18 @@ FdHead fd_head_params(const BaselineState &state, int layer) {
         h.q_norm = w.q_norm.data;
         h.k_norm = w.k_norm.data;
     }
+}
+
+// What the attention kernel needs to do the head kernel's work for `layer` (knob attn_fd_head): the q/k/v
+// launch's k and v, the biases, the q/k norms, the rotation, the layer's cache.
+FdHead fd_head_params(const BaselineState &state, int layer) {
+    const hp_config &c = state.model->config;
+    const hp_kv_cache &kv = *state.model->kv;
+    const hp_layer &w = state.model->layers[layer];
+    FdHead h;
+    h.k = state.act.k;
+    h.v = state.act.v;
+    set_head_weights(h, c, w);
     h.inv_freq = state.inv_freq;
     h.eps = c.norm_eps;
     h.k_cache = kv.k[layer];
@@ -863,18 +870,7 @@ void launch_head(BaselineState &state, const hp_batch &batch, int layer) {
     const Activations &a = state.act;
     HeadParams hp{c.n_head, c.n_head_kv, c.d_head, c.norm_eps, HP_DTYPE_F32, nullptr, nullptr, nullptr, HP_DTYPE_F32, nullptr, nullptr,
                   state.inv_freq, kv.block_tokens, batch.max_blocks_per_seq};
-    const hp_layer &w = state.model->layers[layer];
-    if (present(w.bq)) {
-        hp.bias_dtype = w.bq.dtype;
-        hp.bq = w.bq.data;
-        hp.bk = w.bk.data;
-        hp.bv = w.bv.data;
-    }
-    if (c.has_qk_norm) {
-        hp.norm_dtype = w.q_norm.dtype;
-        hp.q_norm = w.q_norm.data;
-        hp.k_norm = w.k_norm.data;
-    }
+    set_head_weights(hp, c, state.model->layers[layer]);
     if (state.prefetch_step) hp.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
     const int head_threads = std::min(256, (c.d_head + 31) / 32 * 32);
     hp_cuda_gemv::launch_pdl(head_kernel<KV>, dim3(c.n_head + c.n_head_kv, batch.n_token), dim3(head_threads), 0, state.stream,
