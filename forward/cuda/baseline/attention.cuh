@@ -21,7 +21,8 @@
 // cluster barrier every block adds the splits, in split order, for its share of the outputs (the
 // same sums, no trip through L2 and no counter). Positions [0, positions[t]] of the token's sequence are
 // attended (the head kernel, or the q/k/v launch's head epilogue, has written position positions[t]
-// before; older rows may be loaded before griddepcontrol.wait: knob attn_fd_early_kv). 16-bit KV (bf16, f16),
+// before, or with knob attn_fd_head this kernel writes it first; older rows may be loaded before
+// griddepcontrol.wait: knob attn_fd_early_kv). 16-bit KV (bf16, f16),
 // d_head 32, 64 or 128, group <= kMaxGroup; other shapes use attention_split_kernel.
 #pragma once
 
@@ -131,7 +132,7 @@ inline size_t fd_prepare_shared(void (*kernel)(Params...)) {
 constexpr int fd_step_positions(int d_head) { return 32 / (d_head / 8) * kFdUnroll; }
 
 // KV rows are read once per step: keep them out of L1 (plain coherent loads: the head kernel of
-// this step wrote the newest row).
+// this step, or with attn_fd_head this kernel's own warp, wrote the newest row).
 __device__ inline uint4 load_kv(const void *ptr) {
     uint4 v;
     asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(ptr));
@@ -541,7 +542,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     // reduces; otherwise it launches after the warp steps (below).
     constexpr bool kLaunchEarly = PREFETCH && HP_CUDA_ATTN_FD_LAUNCH_EARLY;
     if constexpr (kLaunchEarly) hp_cuda_gemv::launch_dependents();
-    hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row and token_seq are the previous kernels' output
+    hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row (with attn_fd_head: raw k and v) and token_seq are the previous kernels' output
     fd_trace(p, 1);
     if (writes_newest) {  // before any load of the row (attn_fd_early_kv 2 loads it next)
         fd_head_write_newest<KV, D>(p.head, p.n_head_kv, t, g, chunk, sub, paged_row(p, table, length - 1) * row_width + int64_t(g) * D, k_norm_w,

@@ -38,8 +38,10 @@ struct FdHead {
     const void *q_norm = nullptr, *k_norm = nullptr;  // optional [d_head]
     const float *inv_freq = nullptr;                  // [d_head / 2]
     float eps = 0.0f;
-    void *k_cache = nullptr, *v_cache = nullptr;  // the layer's paged cache (the kernel's k_cache, v_cache)
+    void *k_cache = nullptr, *v_cache = nullptr;  // the layer's paged cache: the same pointers as the kernel's k_cache, v_cache
 };
+// Preconditions (forward.cu's attention_folds_head): every token alone in its sequence and one block per
+// GQA group (attn_fd_head_split 1), so that the row's one writer is the warp that reads it.
 
 // The rotation of a lane's 8 elements (chunk * 8 + e) at `position`, as the head kernel computes it:
 // cos, and sin signed for the rotate-half pairing (x * cos + partner * sin: -sin in the first half).
@@ -101,8 +103,9 @@ __device__ inline uint4 fd_head_pack8(const float (&x)[8]) {
 
 // The newest position's K and V rows of kv head g (token t) into the cache at element offset `row`
 // (the row's start + g * D): k with bias, k_norm and RoPE, v with bias. Every lane of one warp calls
-// it; the lanes of the warp's first row (sub 0) store their chunk, then __syncwarp orders those stores
-// before the warp's loads of the row.
+// it (every sub-row of the warp computes the same row, so that the shuffles see all 32 lanes); the
+// lanes of the first (sub 0) store their chunk, then __syncwarp orders those stores before the warp's
+// loads of the row.
 template <hp_dtype KV, int D>
 __device__ inline void fd_head_write_newest(const FdHead &h, int n_head_kv, int t, int g, int chunk, int sub, int64_t row, const float (&k_norm_w)[8],
                                             const float (&cos_a)[8], const float (&sin_a)[8]) {
@@ -141,6 +144,7 @@ __device__ inline void fd_head_prepare_q(const FdHead &h, const float *q, int n_
 #pragma unroll
         for (int hh = 0; hh < G; ++hh) {
             float bias[8];
+            // (heads past the group read the last head's bias, in range, and add nothing)
             fd_head_weights(h.bias_dtype, h.bq, int64_t(head0 + min(hh, group - 1)) * D + chunk * 8, bias);
 #pragma unroll
             for (int e = 0; e < 8; ++e) q_r[hh][e] += hh < group ? bias[e] : 0.0f;

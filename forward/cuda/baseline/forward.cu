@@ -733,13 +733,19 @@ inline DecodeAttentionPlan plan_decode_attention(const hp_config &c, const hp_ba
     return plan;
 }
 
+// Whether a step's attention runs the flash-decoding kernels (launch_decode_attention): 16-bit KV and
+// d_head 32, 64 or 128; otherwise attention_split_kernel and its reduce kernel.
+template <hp_dtype KV>
+bool decode_attention_kernels(const hp_config &c) {
+    return HP_CUDA_ATTN_KERNEL >= 1 && KV != HP_DTYPE_F32 && (c.d_head == 32 || c.d_head == 64 || c.d_head == 128);
+}
+
 // Knob attn_fd_head: whether the CUDA-core flash-decoding kernel does the head kernel's work itself
 // (attention_head.cuh): decode steps (every token alone in its sequence, so only the token's own block
-// reads its newest row) on that kernel with a block per GQA group, for 16-bit KV (the kernel's).
+// reads its newest row) on that kernel with a block per GQA group (the row's one writer).
 template <hp_dtype KV>
 bool attention_folds_head(const hp_config &c, const hp_batch &batch, int group) {
-    if (!kFdHead || KV == HP_DTYPE_F32 || HP_CUDA_ATTN_KERNEL < 1 || batch.n_token != batch.n_seq) return false;
-    if (c.d_head != 32 && c.d_head != 64 && c.d_head != 128) return false;
+    if (!kFdHead || !decode_attention_kernels<KV>(c) || batch.n_token != batch.n_seq) return false;
     const DecodeAttentionPlan plan = plan_decode_attention(c, batch, group);
     return !plan.mma && plan.head_split == 1;
 }
@@ -887,7 +893,7 @@ void launch_attention(BaselineState &state, const hp_batch &batch, int layer, in
     const int group = c.n_head / c.n_head_kv;
     const bool fold_head = !head_done && attention_folds_head<KV>(c, batch, group);
     if (!head_done && !fold_head) launch_head<KV>(state, batch, layer);
-    if (HP_CUDA_ATTN_KERNEL >= 1 && KV != HP_DTYPE_F32 && (c.d_head == 32 || c.d_head == 64 || c.d_head == 128)) {
+    if (decode_attention_kernels<KV>(c)) {
         launch_decode_attention<KV>(state, batch, layer, group, fold_head);
         return;
     }
