@@ -1003,8 +1003,6 @@ void run_fold_case(const FoldCase &c, uint32_t seed) {
     pf.head.q_norm = hp.q_norm, pf.head.k_norm = hp.k_norm;
     pf.head.inv_freq = inv_freq_d;
     pf.head.eps = 1e-6f;
-    pf.head.k_cache = k_cache_b;
-    pf.head.v_cache = v_cache_b;
     cudaStream_t stream = nullptr;
     if (c.dependent) CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     std::vector<uint16_t> got_b[2];

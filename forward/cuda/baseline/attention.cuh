@@ -545,8 +545,9 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     hp_cuda_gemv::wait_for_previous_grid();  // q, the newest K/V row (with attn_fd_head: raw k and v) and token_seq are the previous kernels' output
     fd_trace(p, 1);
     if (writes_newest) {  // before any load of the row (attn_fd_early_kv 2 loads it next)
-        fd_head_write_newest<KV, D>(p.head, p.n_head_kv, t, g, chunk, sub, paged_row(p, table, length - 1) * row_width + int64_t(g) * D, k_norm_w,
-                                    head_cos, head_sin);
+        // (the kernel takes the cache as const for its reads; with attn_fd_head it writes this one row of it)
+        fd_head_write_newest<KV, D>(p.head, const_cast<void *>(k_cache), const_cast<void *>(v_cache), p.n_head_kv, t, g, chunk, sub,
+                                    paged_row(p, table, length - 1) * row_width + int64_t(g) * D, k_norm_w, head_cos, head_sin);
     }
     if (kClampTail && early) load_step(step_begin + warp, k_next, v_next, kNewestRow);
     if (!alone) table = block_tables + int64_t(token_seq[t]) * p.max_blocks;

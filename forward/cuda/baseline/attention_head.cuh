@@ -21,6 +21,7 @@
 
 #include <hotpass/forward_abi.h>
 
+#include "attention_step.cuh"
 #include "gemv.cuh"
 #include "knobs.h"
 
@@ -38,7 +39,6 @@ struct FdHead {
     const void *q_norm = nullptr, *k_norm = nullptr;  // optional [d_head]
     const float *inv_freq = nullptr;                  // [d_head / 2]
     float eps = 0.0f;
-    void *k_cache = nullptr, *v_cache = nullptr;  // the layer's paged cache: the same pointers as the kernel's k_cache, v_cache
 };
 // Preconditions (forward.cu's attention_folds_head): every token alone in its sequence and one block per
 // GQA group (attn_fd_head_split 1), so that the row's one writer is the warp that reads it.
@@ -84,31 +84,20 @@ __device__ inline void fd_head_finish(float (&x)[8], bool with_norm, const float
     for (int e = 0; e < 8; ++e) x[e] = x[e] * cos_a[e] + partner[e] * sin_a[e];
 }
 
-// Eight floats as eight 16-bit cache elements (one 16-byte store).
+// Eight floats as eight 16-bit cache elements (one 16-byte store; unpack8's inverse).
 template <hp_dtype KV>
 __device__ inline uint4 fd_head_pack8(const float (&x)[8]) {
-    uint32_t word[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        if constexpr (KV == HP_DTYPE_BF16) {
-            const __nv_bfloat162 pair = __floats2bfloat162_rn(x[2 * j], x[2 * j + 1]);
-            word[j] = *reinterpret_cast<const uint32_t *>(&pair);
-        } else {
-            const __half2 pair = __floats2half2_rn(x[2 * j], x[2 * j + 1]);
-            word[j] = *reinterpret_cast<const uint32_t *>(&pair);
-        }
-    }
-    return make_uint4(word[0], word[1], word[2], word[3]);
+    return make_uint4(pack16x2<KV>(x[0], x[1]), pack16x2<KV>(x[2], x[3]), pack16x2<KV>(x[4], x[5]), pack16x2<KV>(x[6], x[7]));
 }
 
-// The newest position's K and V rows of kv head g (token t) into the cache at element offset `row`
+// The newest position's K and V rows of kv head g (token t) into the layer's cache at element offset `row`
 // (the row's start + g * D): k with bias, k_norm and RoPE, v with bias. Every lane of one warp calls
 // it (every sub-row of the warp computes the same row, so that the shuffles see all 32 lanes); the
 // lanes of the first (sub 0) store their chunk, then __syncwarp orders those stores before the warp's
 // loads of the row.
 template <hp_dtype KV, int D>
-__device__ inline void fd_head_write_newest(const FdHead &h, int n_head_kv, int t, int g, int chunk, int sub, int64_t row, const float (&k_norm_w)[8],
-                                            const float (&cos_a)[8], const float (&sin_a)[8]) {
+__device__ inline void fd_head_write_newest(const FdHead &h, void *k_cache, void *v_cache, int n_head_kv, int t, int g, int chunk, int sub, int64_t row,
+                                            const float (&k_norm_w)[8], const float (&cos_a)[8], const float (&sin_a)[8]) {
     constexpr int L = D / 8;
     const int64_t at = (int64_t(t) * n_head_kv + g) * D + chunk * 8;
     float k[8], v[8], bias_k[8], bias_v[8];
@@ -121,8 +110,8 @@ __device__ inline void fd_head_write_newest(const FdHead &h, int n_head_kv, int 
     }
     fd_head_finish<L>(k, h.k_norm != nullptr, k_norm_w, h.eps, cos_a, sin_a);
     if (sub == 0) {
-        *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(h.k_cache) + row + chunk * 8) = fd_head_pack8<KV>(k);
-        *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(h.v_cache) + row + chunk * 8) = fd_head_pack8<KV>(v);
+        *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(k_cache) + row + chunk * 8) = fd_head_pack8<KV>(k);
+        *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(v_cache) + row + chunk * 8) = fd_head_pack8<KV>(v);
     }
     __syncwarp();
 }

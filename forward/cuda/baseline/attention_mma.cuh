@@ -73,18 +73,6 @@ __device__ inline float round16(float x) {
         return __half2float(__float2half_rn(x));
 }
 
-// Two 16-bit values in one register, x0 in the low half (the lower k or n index of a fragment).
-template <hp_dtype KV>
-__device__ inline uint32_t pack16x2(float x0, float x1) {
-    if constexpr (KV == HP_DTYPE_BF16) {
-        const __nv_bfloat162 v = __floats2bfloat162_rn(x0, x1);
-        return *reinterpret_cast<const uint32_t *>(&v);
-    } else {
-        const __half2 v = __floats2half2_rn(x0, x1);
-        return *reinterpret_cast<const uint32_t *>(&v);
-    }
-}
-
 // (x0, x1) = hi + lo, each a register of two 16-bit values.
 template <hp_dtype KV>
 __device__ inline void split16x2(float x0, float x1, uint32_t &hi, uint32_t &lo) {

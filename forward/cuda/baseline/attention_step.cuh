@@ -38,6 +38,19 @@ __device__ inline void unpack8(const uint4 raw, float out[8]) {
     }
 }
 
+// Two 16-bit values in one register, x0 in the low half (the lower k or n index of an
+// attention_mma.cuh fragment; the lower element of a cache chunk).
+template <hp_dtype KV>
+__device__ inline uint32_t pack16x2(float x0, float x1) {
+    if constexpr (KV == HP_DTYPE_BF16) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(x0, x1);
+        return *reinterpret_cast<const uint32_t *>(&v);
+    } else {
+        const __half2 v = __floats2half2_rn(x0, x1);
+        return *reinterpret_cast<const uint32_t *>(&v);
+    }
+}
+
 // Knob attn_fd_scatter_scores: the G partial dot products of a lane (one per query head, over its
 // 8-element chunk of a K row) summed over the L lanes of the row by a reduce-scatter instead of G
 // butterfly sums. At each of the first log2(G / H) stages (offset L/2, L/4, ...) a lane keeps half

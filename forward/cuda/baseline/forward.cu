@@ -696,19 +696,15 @@ void set_head_weights(Head &h, const hp_config &c, const hp_layer &w) {
 }
 
 // What the attention kernel needs to do the head kernel's work for `layer` (knob attn_fd_head): the q/k/v
-// launch's k and v, the biases, the q/k norms, the rotation, the layer's cache.
+// launch's k and v, the biases, the q/k norms, the rotation.
 FdHead fd_head_params(const BaselineState &state, int layer) {
     const hp_config &c = state.model->config;
-    const hp_kv_cache &kv = *state.model->kv;
-    const hp_layer &w = state.model->layers[layer];
     FdHead h;
     h.k = state.act.k;
     h.v = state.act.v;
-    set_head_weights(h, c, w);
+    set_head_weights(h, c, state.model->layers[layer]);
     h.inv_freq = state.inv_freq;
     h.eps = c.norm_eps;
-    h.k_cache = kv.k[layer];
-    h.v_cache = kv.v[layer];
     return h;
 }
 
