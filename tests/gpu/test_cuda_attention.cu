@@ -1127,6 +1127,215 @@ TEST(CudaDecodeAttention, HeadFoldMatchesHeadKernelThenAttention) {
     }
 }
 
+// Knob attn_fd_oproj (attention_oproj.cuh): the single-token kernel in clusters with o_proj folded in,
+// against the same kernel without it and then o_proj in float64 on the host over that kernel's bf16
+// output. The attention output must be the same bits; x must be x0 + bias + W a to 2^-18 of x0's and
+// the products' magnitudes (float32 sums of bf16 products); h must be bf16(x * norm weight) of the
+// kernel's own x, exactly, and each 16-row tile's sum of x^2 within 1e-5 relative. Every run starts from
+// NaN outputs and x0; a second run must give the same bits (whichever kv head arrives last; the
+// counters set back to zero). With `dependent` the kernel is a programmatic dependent launch behind a
+// kernel that writes q and x only 1 ms later (NaN until then): reading either before
+// griddepcontrol.wait would show.
+struct OProjCase {
+    int n_head, n_head_kv, d_head, d_model;
+    int n_split = 0;  // 0: decode_attention_splits()
+    int length = 1025;
+    bool bias = false, norm = true, dependent = false;
+};
+
+template <int D, int G, bool OPROJ>
+bool launch_oproj_case(int n_head_kv, int n_split, size_t shared_bytes, cudaStream_t stream, const base::DecodeAttentionParams &p, const float *q,
+                       const int32_t *positions, const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial,
+                       int32_t *counters, __nv_bfloat16 *out) {
+    constexpr int W = base::kFdSmallWarps;
+    auto kernel = base::decode_attention_kernel<HP_DTYPE_BF16, D, G, true, W, true, HP_CUDA_ATTN_FD_RING, HP_CUDA_ATTN_FD_SCATTER_SCORES, OPROJ>;
+    if (shared_bytes > 0 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)) != cudaSuccess) return false;
+    return base::launch_decode_attention_kernel<true>(kernel, n_head_kv, 1, n_split, W, shared_bytes, /*one_wave=*/true, stream, p, q, positions, token_seq,
+                                                      tables, k, v, partial, counters, out);
+}
+
+void run_oproj_case(const OProjCase &c, uint32_t seed) {
+    SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + ", d_head " + std::to_string(c.d_head) + ", d_model " +
+                 std::to_string(c.d_model) + ", n_split " + std::to_string(c.n_split) + ", length " + std::to_string(c.length) + (c.bias ? ", bias" : "") +
+                 (c.norm ? ", norm" : "") + (c.dependent ? ", dependent launch behind a late writer" : "") + ", seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const int d = c.d_head, group = c.n_head / c.n_head_kv, bt = 16, n_in = c.n_head * d;
+    const int max_blocks = (c.length + bt - 1) / bt, n_block = max_blocks + 3;
+    std::vector<int32_t> order(static_cast<size_t>(n_block));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    const std::vector<int32_t> tables(order.begin(), order.begin() + max_blocks), positions{c.length - 1}, token_seq{0}, seq_token_start{0, 1};
+    const size_t row_width = size_t(c.n_head_kv) * d, cache_elements = size_t(n_block) * bt * row_width;
+    std::vector<uint16_t> k_cache(cache_elements, 0x7fff), v_cache(cache_elements, 0x7fff);  // NaN where no position is
+    for (int j = 0; j < c.length; ++j) {
+        const size_t row = (size_t(tables[size_t(j / bt)]) * bt + j % bt) * row_width;
+        for (size_t i = 0; i < row_width; ++i) {
+            k_cache[row + i] = to_bf16_bits(normal(rng));
+            v_cache[row + i] = to_bf16_bits(normal(rng));
+        }
+    }
+    auto draw = [&](size_t n, float scale, float offset) {
+        std::vector<float> out(n);
+        for (float &value : out) value = offset + scale * normal(rng);
+        return out;
+    };
+    auto bf16_of = [](const std::vector<float> &values) {
+        std::vector<uint16_t> out(values.size());
+        for (size_t i = 0; i < values.size(); ++i) out[i] = to_bf16_bits(values[i]);
+        return out;
+    };
+    const std::vector<float> q = draw(size_t(n_in), 2.0f, 0.0f), x0 = draw(size_t(c.d_model), 1.0f, 0.0f);
+    const std::vector<uint16_t> w = bf16_of(draw(size_t(c.d_model) * n_in, 0.05f, 0.0f)), bias = bf16_of(draw(size_t(c.d_model), 0.5f, 0.0f)),
+                                norm_w = bf16_of(draw(size_t(c.d_model), 0.2f, 1.0f));
+    const int n_tile = (c.d_model + 15) / 16;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float *q_d = upload(q), *q_late_d = upload(std::vector<float>(q.size(), nan)), *x0_d = upload(x0), *x_d = upload(x0);
+    float *sum_sq_d = upload(std::vector<float>(size_t(n_tile), nan));
+    uint16_t *w_d = upload(w), *bias_d = upload(bias), *norm_w_d = upload(norm_w), *k_d = upload(k_cache), *v_d = upload(v_cache);
+    uint16_t *h_d = upload(std::vector<uint16_t>(size_t(c.d_model), 0x7fc0));
+    int32_t *positions_d = upload(positions), *token_seq_d = upload(token_seq), *tables_d = upload(tables), *seq_start_d = upload(seq_token_start);
+    base::DecodeAttentionParams p{c.n_head, c.n_head_kv, group, float(M_LOG2E) / std::sqrt(float(d)), bt, 4, max_blocks, 1};
+    p.n_split = c.n_split > 0 ? c.n_split : base::decode_attention_splits(1, c.n_head_kv, d, max_blocks * bt, 64, base::kFdSmallWarps);
+    p.seq_token_start = seq_start_d;
+    float *partial_d = nullptr, *oproj_partial_d = nullptr;
+    CHECK_CUDA(cudaMalloc(&partial_d, size_t(c.n_head) * p.n_split * (d + 2) * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&oproj_partial_d, size_t(c.n_head_kv) * c.d_model * sizeof(float)));
+    int32_t *counters_d = upload(std::vector<int32_t>(size_t(c.n_head_kv), 0)), *oproj_counters_d = upload(std::vector<int32_t>(base::kFdMaxCluster, 0));
+    __nv_bfloat16 *out_a = reinterpret_cast<__nv_bfloat16 *>(upload(std::vector<uint16_t>(size_t(n_in), 0x7fc0)));
+    __nv_bfloat16 *out_b = reinterpret_cast<__nv_bfloat16 *>(upload(std::vector<uint16_t>(size_t(n_in), 0x7fc0)));
+    ASSERT_TRUE(q_d && q_late_d && x0_d && x_d && sum_sq_d && w_d && bias_d && norm_w_d && k_d && v_d && h_d && positions_d && token_seq_d && tables_d &&
+                seq_start_d && counters_d && oproj_counters_d && out_a && out_b);
+    ASSERT_TRUE(base::fd_cluster(p.n_split)) << "the case needs 2..attn_fd_cluster splits";
+    ASSERT_EQ(c.d_model % p.n_split, 0);
+    ASSERT_EQ(base::fd_oproj_rows(c.d_model, p.n_split) % 32, 0);
+    const size_t slice_bytes = base::fd_oproj_shared_bytes(c.d_model, p.n_split, group * d);
+    auto attend = [&](const base::DecodeAttentionParams &params, bool oproj, const float *q_in, __nv_bfloat16 *out, cudaStream_t stream) {
+        auto go = [&](auto d_head, auto g) {
+            constexpr int D = decltype(d_head)::value, G = decltype(g)::value;
+            const bool launched = oproj ? launch_oproj_case<D, G, true>(c.n_head_kv, params.n_split, slice_bytes, stream, params, q_in, positions_d, token_seq_d,
+                                                                        tables_d, k_d, v_d, partial_d, counters_d, out)
+                                        : launch_oproj_case<D, G, false>(c.n_head_kv, params.n_split, 0, stream, params, q_in, positions_d, token_seq_d, tables_d,
+                                                                         k_d, v_d, partial_d, counters_d, out);
+            EXPECT_TRUE(launched) << "the H100 and H200 hold these clusters at once (slice " << slice_bytes << " bytes)";
+        };
+        using std::integral_constant;
+        if (d == 32 && group <= 4) go(integral_constant<int, 32>{}, integral_constant<int, 4>{});
+        else if (d == 32) go(integral_constant<int, 32>{}, integral_constant<int, 8>{});
+        else if (d == 64 && group <= 4) go(integral_constant<int, 64>{}, integral_constant<int, 4>{});
+        else if (d == 64) go(integral_constant<int, 64>{}, integral_constant<int, 8>{});
+        else if (group <= 4) go(integral_constant<int, 128>{}, integral_constant<int, 4>{});
+        else go(integral_constant<int, 128>{}, integral_constant<int, 8>{});
+    };
+
+    // A: the kernel without the fold.
+    attend(p, false, q_d, out_a, nullptr);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+
+    // B: with it, twice.
+    base::DecodeAttentionParams po = p;
+    po.oproj.w = reinterpret_cast<const __nv_bfloat16 *>(w_d);
+    if (c.bias) po.oproj.bias = bias_d, po.oproj.bias_dtype = HP_DTYPE_BF16;
+    po.oproj.x = x_d;
+    if (c.norm) {
+        po.oproj.norm_out.h = reinterpret_cast<__nv_bfloat16 *>(h_d);
+        po.oproj.norm_out.w = norm_w_d;
+        po.oproj.norm_out.w_dtype = HP_DTYPE_BF16;
+        po.oproj.norm_out.sum_sq = sum_sq_d;
+    }
+    po.oproj.partial = oproj_partial_d;
+    po.oproj.counters = oproj_counters_d;
+    po.oproj.d_model = c.d_model;
+    cudaStream_t stream = nullptr;
+    if (c.dependent) CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    std::vector<uint16_t> got_out[2], got_h[2];
+    std::vector<float> got_x[2], got_sum_sq[2];
+    for (int run = 0; run < 2; ++run) {
+        CHECK_CUDA(cudaMemcpy(out_b, std::vector<uint16_t>(size_t(n_in), 0x7fc0).data(), size_t(n_in) * 2, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(h_d, std::vector<uint16_t>(size_t(c.d_model), 0x7fc0).data(), size_t(c.d_model) * 2, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(sum_sq_d, std::vector<float>(size_t(n_tile), nan).data(), size_t(n_tile) * 4, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(x_d, c.dependent ? std::vector<float>(x0.size(), nan).data() : x0.data(), x0.size() * 4, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaDeviceSynchronize());
+        if (c.dependent) {
+            cudaMemsetAsync(q_late_d, 0xff, q.size() * sizeof(float), stream);
+            late_copy_kernel<<<1, 256, 0, stream>>>(q_d, q_late_d, int(q.size()), x0_d, x_d, int(x0.size()), x0_d, x_d, 0, 1000000ull);
+            attend(po, true, q_late_d, out_b, stream);
+            CHECK_CUDA(cudaStreamSynchronize(stream));
+        } else {
+            attend(po, true, q_d, out_b, nullptr);
+        }
+        CHECK_CUDA(cudaGetLastError());
+        CHECK_CUDA(cudaDeviceSynchronize());
+        got_out[run].resize(size_t(n_in));
+        got_h[run].resize(size_t(c.d_model));
+        got_x[run].resize(size_t(c.d_model));
+        got_sum_sq[run].resize(size_t(n_tile));
+        CHECK_CUDA(cudaMemcpy(got_out[run].data(), out_b, size_t(n_in) * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(got_h[run].data(), h_d, size_t(c.d_model) * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(got_x[run].data(), x_d, size_t(c.d_model) * 4, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(got_sum_sq[run].data(), sum_sq_d, size_t(n_tile) * 4, cudaMemcpyDeviceToHost));
+    }
+    if (stream) cudaStreamDestroy(stream);
+    EXPECT_EQ(std::memcmp(got_out[0].data(), got_out[1].data(), size_t(n_in) * 2), 0) << "a second run's attention output differs";
+    EXPECT_EQ(std::memcmp(got_x[0].data(), got_x[1].data(), size_t(c.d_model) * 4), 0) << "a second run's x differs";
+    if (c.norm) {
+        EXPECT_EQ(std::memcmp(got_h[0].data(), got_h[1].data(), size_t(c.d_model) * 2), 0) << "a second run's h differs";
+        EXPECT_EQ(std::memcmp(got_sum_sq[0].data(), got_sum_sq[1].data(), size_t(n_tile) * 4), 0) << "a second run's sums of x^2 differ";
+    }
+    std::vector<uint16_t> out_plain(static_cast<size_t>(n_in));
+    CHECK_CUDA(cudaMemcpy(out_plain.data(), out_a, size_t(n_in) * 2, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::memcmp(out_plain.data(), got_out[0].data(), size_t(n_in) * 2), 0) << "the fold changed the attention's output";
+    int bad = 0;
+    for (int r = 0; r < c.d_model; ++r) {
+        double ref = double(x0[size_t(r)]) + (c.bias ? double(from_bf16_bits(bias[size_t(r)])) : 0.0), magnitude = std::fabs(x0[size_t(r)]);
+        for (int i = 0; i < n_in; ++i) {
+            const double product = double(from_bf16_bits(w[size_t(r) * n_in + i])) * double(from_bf16_bits(out_plain[size_t(i)]));
+            ref += product;
+            magnitude += std::fabs(product);
+        }
+        const double got = got_x[0][size_t(r)];
+        if (!(std::fabs(got - ref) <= std::ldexp(magnitude, -18)) && bad++ < 5) ADD_FAILURE() << "x row " << r << ": " << got << ", want " << ref;
+        if (c.norm && got_h[0][size_t(r)] != to_bf16_bits(got_x[0][size_t(r)] * from_bf16_bits(norm_w[size_t(r)])) && bad++ < 5) {
+            ADD_FAILURE() << "h row " << r << ": " << from_bf16_bits(got_h[0][size_t(r)]) << ", want bf16 of " << got_x[0][size_t(r)] * from_bf16_bits(norm_w[size_t(r)]);
+        }
+    }
+    for (int tile = 0; c.norm && tile < n_tile; ++tile) {
+        double want = 0.0;
+        for (int r = tile * 16; r < std::min(c.d_model, tile * 16 + 16); ++r) want += double(got_x[0][size_t(r)]) * got_x[0][size_t(r)];
+        if (!(std::fabs(got_sum_sq[0][size_t(tile)] - want) <= 1e-5 * want) && bad++ < 5) {
+            ADD_FAILURE() << "sum of x^2 of tile " << tile << ": " << got_sum_sq[0][size_t(tile)] << ", want " << want;
+        }
+    }
+    EXPECT_EQ(bad, 0) << bad << " of " << c.d_model << " rows off";
+    std::vector<int32_t> counters(base::kFdMaxCluster);
+    CHECK_CUDA(cudaMemcpy(counters.data(), oproj_counters_d, counters.size() * 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::count(counters.begin(), counters.end(), 0), base::kFdMaxCluster) << "a row range's counter was left non-zero";
+    for (void *ptr : std::initializer_list<void *>{q_d, q_late_d, x0_d, x_d, sum_sq_d, w_d, bias_d, norm_w_d, k_d, v_d, h_d, positions_d, token_seq_d, tables_d,
+                                                   seq_start_d, partial_d, oproj_partial_d, counters_d, oproj_counters_d, out_a, out_b}) {
+        cudaFree(ptr);
+    }
+}
+
+// llama-3.2-1b's batch 1 (32/8 heads, d_head 64, 2048 rows, the plugin's split count: 8 rows ranges of
+// 256) with and without the norm, with a bias, under a dependent launch; a rows range of two warp
+// rounds (512 rows), d_head 128 (two column chunks a lane), group 8 at d_head 32, group 1 (fewer
+// column chunks than lanes), group 3, and 17 positions (splits with no positions).
+TEST(CudaDecodeAttention, OProjFoldMatchesAttentionThenProjection) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    if (HP_CUDA_ATTN_FD_CLUSTER < 8) GTEST_SKIP() << "built without clusters of 8 splits (attn_fd_cluster)";
+    uint32_t seed = std::random_device{}();
+    run_oproj_case({32, 8, 64, 2048}, seed++);
+    run_oproj_case({32, 8, 64, 2048, 0, 1025, true, false}, seed++);
+    run_oproj_case({32, 8, 64, 2048, 0, 1025, false, true, true}, seed++);
+    run_oproj_case({4, 2, 64, 1024, 2}, seed++);
+    run_oproj_case({16, 4, 128, 1024, 8, 1003, true}, seed++);
+    run_oproj_case({16, 2, 32, 512, 2, 300}, seed++);
+    run_oproj_case({4, 4, 64, 256, 8}, seed++);
+    run_oproj_case({6, 2, 64, 768, 4, 1024, true}, seed++);
+    run_oproj_case({32, 8, 64, 2048, 8, 17}, seed++);
+}
+
 // Knob attn_fd_scatter_scores: fd_scatter_sum over one warp, rows of L lanes each holding G
 // partials. Each lane must end with the full sums over its row of the heads fd_scatter_head0(chunk)
 // + i, i < fd_scatter_heads, and the row's lanes together must hold every head, each in

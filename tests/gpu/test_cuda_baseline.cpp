@@ -267,6 +267,50 @@ std::string plugin_log(Body &&body) {
     return lines.str();
 }
 
+// One-token steps of one sequence of ~500 positions (llama-300m: 16/4 heads, d_head 64, d_model 1024)
+// against the reference, every step: the single-token attention then runs its 4 splits as a cluster,
+// the shape in which a plugin built with knob attn_fd_oproj folds o_proj into it (256 rows a split;
+// bench/gpu/ab_decode.sh HOTPASS_AB_VARIANT_TESTS runs this binary with such a plugin).
+TEST(CudaBaselineLongSequence, OneTokenStepsMatchReference) {
+    if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
+    auto model = random_model("llama-300m");
+    ASSERT_TRUE(model.ok()) << model.error();
+    engine::EngineOptions options;
+    options.device = backend::DeviceKind::cuda;
+    options.forward = "reference";
+    options.kv.dtype = DType::bf16;
+    options.kv.block_tokens = 16;
+    options.kv.max_tokens = 1024;
+    auto reference = engine::Engine::create(*model, options);
+    options.forward = "baseline";
+    auto baseline = engine::Engine::create(*model, options);
+    ASSERT_TRUE(reference.ok()) << reference.error();
+    ASSERT_TRUE(baseline.ok()) << baseline.error();
+    const int n_vocab = model->config.n_vocab;
+    std::vector<int32_t> prefill;
+    for (int i = 0; i < 500; ++i) prefill.push_back(int32_t(splitmix64(31 + uint64_t(i)) % uint64_t(n_vocab)));
+    std::vector<engine::Engine *> engines = {reference->get(), baseline->get()};
+    std::vector<int> seq(2);
+    for (int e = 0; e < 2; ++e) {
+        seq[size_t(e)] = engines[size_t(e)]->add_sequence();
+        ASSERT_TRUE(engines[size_t(e)]->step({{seq[size_t(e)], prefill, false}}).ok());
+    }
+    for (int step = 0; step < 6; ++step) {
+        const std::vector<int32_t> token = {int32_t(splitmix64(7919 + uint64_t(step)) % uint64_t(n_vocab))};
+        std::vector<std::vector<float>> logits;
+        for (int e = 0; e < 2; ++e) {
+            auto out = engines[size_t(e)]->step({{seq[size_t(e)], token, false}});
+            ASSERT_TRUE(out.ok()) << out.error();
+            logits.push_back(std::move(out).value());
+        }
+        ASSERT_EQ(logits[1].size(), size_t(n_vocab));
+        const auto d = gpu_test::compare(logits[1], logits[0]);
+        EXPECT_LE(d.max_delta, kBf16Tolerance * d.max_ref) << "step " << step;
+        std::printf("one-token step %d at %d positions: max|delta| %.3g (max|ref| %.3g, ratio %.2e)\n", step, 501 + step, d.max_delta, d.max_ref,
+                    d.max_delta / d.max_ref);
+    }
+}
+
 constexpr const char *kPersistentPlugin = "baseline_persistent";
 
 class CudaBaselinePersistentStep : public testing::TestWithParam<DType> {};

@@ -38,6 +38,7 @@
 #include <hotpass/forward_abi.h>
 
 #include "attention_head.cuh"
+#include "attention_oproj.cuh"
 #include "attention_step.cuh"
 #include "gemv.cuh"
 #include "knobs.h"
@@ -75,6 +76,7 @@ struct DecodeAttentionParams {
     unsigned long long *trace = nullptr;  // HP_CUDA_ATTN_TRACE builds, optional: [block][kFdTracePoints] global timer (ns)
     int head_split = 1;  // CUDA-core kernel (knob attn_fd_head_split): blocks per (token, kv head, split), each group / head_split query heads
     FdHead head;         // CUDA-core kernel (knob attn_fd_head): the head kernel's work in the prologue (a decode step, head_split 1), else head.k null
+    FdOProj oproj;       // CUDA-core kernel's OPROJ variant (knob attn_fd_oproj): o_proj in the blocks (attention_oproj.cuh)
 };
 
 // The blocks of grid row y (the grid's kv-head coordinate): kv head y / head_split, and
@@ -245,9 +247,11 @@ __device__ inline void fd_cluster_push(int n_split, int split, int n_out, int o,
 // the barrier is in the block's own shared memory, so no block waits for another to finish reading
 // it (pulling the states through distributed shared memory took two remote round trips and a second
 // cluster barrier).
-template <int D, int G, int W>
+// OPROJ (knob attn_fd_oproj): the outputs also go to every block of the cluster, which then does
+// o_proj (attention_oproj.cuh) with its weights' slice `oproj_slice`.
+template <int D, int G, int W, bool OPROJ = false>
 __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, int head0, int split, FdShared<D, G, W> &sh,
-                                         __nv_bfloat16 *out) {
+                                         __nv_bfloat16 *out, int g = 0, const uint4 *oproj_slice = nullptr) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
     const FdClusterInbox<D, G> &inbox = fd_cluster_inbox<D, G>();
@@ -278,17 +282,20 @@ __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, 
         for (int s = 0; s < kFdMaxCluster; ++s) {
             if (s < n_split) value += sh.weight[s][h] * acc[s];
         }
-        out[(int64_t(t) * p.n_head + head0 + h) * D + o % D] = __float2bfloat16_rn(value / sh.total[h]);
+        const __nv_bfloat16 rounded = __float2bfloat16_rn(value / sh.total[h]);
+        out[(int64_t(t) * p.n_head + head0 + h) * D + o % D] = rounded;
+        if constexpr (OPROJ) fd_oproj_push<D, G>(n_split, o, __bfloat162float(rounded));
     }
+    if constexpr (OPROJ) fd_oproj_finish<D, G, W>(p.oproj, oproj_slice, g, p.n_head_kv, group * D, split, n_split);
 }
 
 // The end of a flash-decoding block once every warp has written its state to `sh`: the warps are
 // combined in warp order, then either the bf16 output is written (one split) or the split's
 // partial, and the last block of (t, y) to arrive adds the splits in split order. y: the grid's
 // kv-head coordinate (the kv head where head_split is 1).
-template <int D, int G, int W = kFdWarps, bool CLUSTER = false>
+template <int D, int G, int W = kFdWarps, bool CLUSTER = false, bool OPROJ = false>
 __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, int y, int split, FdShared<D, G, W> &sh, float *partial,
-                                       int32_t *counters, __nv_bfloat16 *out) {
+                                       int32_t *counters, __nv_bfloat16 *out, const uint4 *oproj_slice = nullptr) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int group = fd_block_group(p), head0 = fd_block_head0(p, y);
     __syncthreads();
@@ -335,7 +342,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     fd_trace(p, 4);
     if (p.n_split == 1) return;
     if constexpr (CLUSTER) {
-        fd_cluster_finish<D, G, W>(p, t, head0, split, sh, out);
+        fd_cluster_finish<D, G, W, OPROJ>(p, t, head0, split, sh, out, fd_block_kv_head(p, y), oproj_slice);
         return;
     }
     // The last block of (t, y) to finish adds the splits.
@@ -424,7 +431,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
 // both load schedules whatever the build's knobs; SCATTER: knob attn_fd_scatter_scores (see the step
 // below), likewise.
 template <hp_dtype KV, int D, int G, bool PREFETCH, int W = kFdWarps, bool CLUSTER = false, int RING = HP_CUDA_ATTN_FD_RING,
-          int SCATTER = HP_CUDA_ATTN_FD_SCATTER_SCORES>
+          int SCATTER = HP_CUDA_ATTN_FD_SCATTER_SCORES, bool OPROJ = false>
 __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(W)) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                                                         const int32_t *token_seq, const int32_t *block_tables,
                                                                         const void *k_cache, const void *v_cache, float *partial,
@@ -432,6 +439,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     constexpr int kLanesPerRow = D / 8, kRowsPerLoad = 32 / kLanesPerRow, kStep = kRowsPerLoad * kFdUnroll;
     __shared__ FdShared<D, G, W> sh;
     static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
+    static_assert(!OPROJ || (PREFETCH && CLUSTER), "attn_fd_oproj: one token's PREFETCH blocks in clusters (its slice is the dynamic shared memory)");
     fd_trace(p, 0);
     if constexpr (CLUSTER) fd_cluster_arrive_started();
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
@@ -537,6 +545,8 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     const bool early = kClampTail ? PREFETCH && alone && step_begin + warp < step_end
                                   : fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kStep, length);
     if (early) load_step(step_begin + warp, k_next, v_next, kClampTail ? kOlderRows : kAllRows);
+    // Knob attn_fd_oproj: this block's slice of o_proj's weights streams from here on (after the K/V loads).
+    if constexpr (OPROJ) fd_oproj_load_slice(p.oproj, fd_ring, p.n_head * D, head0 * D, group * D, split, p.n_split);
     // Knob attn_fd_launch_early (PREFETCH variants): the kernel after it (o_proj) may launch once this
     // block's first K/V loads are asked for, so that its weights stream while this kernel waits and
     // reduces; otherwise it launches after the warp steps (below).
@@ -647,7 +657,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
             }
         }
     }
-    fd_block_finish<D, G, W, CLUSTER>(p, t, y, split, sh, partial, counters, out);
+    fd_block_finish<D, G, W, CLUSTER, OPROJ>(p, t, y, split, sh, partial, counters, out, fd_ring);
     fd_trace(p, 6);
 }
 

@@ -110,6 +110,8 @@ struct BaselineState {
     float *inv_freq = nullptr;
     float *partial = nullptr;  // attention partials [kTokenSplits * n_head][d_head + 2]
     int32_t *attn_counters = nullptr;  // flash-decoding split counters [kTokenSplits][n_head_kv] ([token][n_head_kv * attn_fd_head_split] used), zero between steps
+    float *oproj_partial = nullptr;     // attn_fd_oproj: each kv head's o_proj product, f32 [n_head_kv][d_model]
+    int32_t *oproj_counters = nullptr;  // attn_fd_oproj: arrivals per row range, [kFdMaxCluster], zero between steps
     unsigned long long *moe_barrier = nullptr;  // the fused one-token MoE kernel's grid barrier counter (moe_fused.cuh), zero at create
     float *moe_partial = nullptr;               // its split down's per-block partials, f32 [SMs][d_model] (moe_fused_split_down)
     unsigned long long *moe_logit_tags = nullptr;  // its tagged logits, [n_expert], zero at create (moe_fused_logit_flags)
@@ -607,6 +609,12 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
     state->attn_counters = static_cast<int32_t *>(state_alloc(*state, counter_bytes, state->allocations));
     if (!state->inv_freq || !state->partial || !state->attn_counters) return fail(HP_ERR_OUT_OF_MEMORY);
     cudaMemsetAsync(state->attn_counters, 0, counter_bytes, state->stream);
+    if (kFdOProj) {
+        state->oproj_partial = static_cast<float *>(state_alloc(*state, size_t(c.n_head_kv) * c.d_model * sizeof(float), state->allocations));
+        state->oproj_counters = static_cast<int32_t *>(state_alloc(*state, kFdMaxCluster * sizeof(int32_t), state->allocations));
+        if (!state->oproj_partial || !state->oproj_counters) return fail(HP_ERR_OUT_OF_MEMORY);
+        cudaMemsetAsync(state->oproj_counters, 0, kFdMaxCluster * sizeof(int32_t), state->stream);
+    }
     hp_cuda_gemv::skinny_wgmma_available();  // the device is asked once, here, never inside a captured step
     if (c.n_expert > 0) {
         state->moe_barrier = static_cast<unsigned long long *>(state_alloc(*state, sizeof(unsigned long long), state->allocations));
@@ -746,11 +754,52 @@ bool attention_folds_head(const hp_config &c, const hp_batch &batch, int group) 
     return !plan.mma && plan.head_split == 1;
 }
 
+// What the layer's o_proj launch would take (project()), for the attention to do it instead (knob
+// attn_fd_oproj): the weights, the bias and, where o_proj folds the FFN norm, that norm's weight.
+struct OProjInput {
+    const Matrix *w = nullptr;
+    const hp_tensor *bias = nullptr, *norm_out = nullptr;
+};
+
+// Knob attn_fd_oproj: whether the single-token attention does o_proj (attention_oproj.cuh): one token
+// on the CUDA-core kernel's PREFETCH blocks with its splits in a cluster (checked at the launch), a
+// block per GQA group, o_proj's rows an equal multiple of 32 per split, the step not on the L2
+// prefetch plan (which counts o_proj's launch), and the buffers allocated.
+bool attention_folds_oproj(const BaselineState &state, const hp_batch &batch, const DecodeAttentionPlan &plan, int n_split, const OProjInput *oproj) {
+    const hp_config &c = state.model->config;
+    if (!kFdOProj || !oproj || !oproj->w || !state.oproj_partial || state.prefetch_step) return false;
+    if (batch.n_token != 1 || batch.n_seq != 1 || HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS < 1) return false;
+    if (!plan.small || plan.mma || plan.head_split != 1 || !fd_cluster(n_split)) return false;
+    return oproj->w->n_out == c.d_model && oproj->w->n_in == c.n_head * c.d_head && c.d_model % n_split == 0 &&
+           fd_oproj_rows(c.d_model, n_split) % 32 == 0;
+}
+
+FdOProj fd_oproj_params(const BaselineState &state, const OProjInput &oproj) {
+    FdOProj o;
+    o.w = oproj.w->w;
+    if (oproj.bias && present(*oproj.bias)) {
+        o.bias = oproj.bias->data;
+        o.bias_dtype = oproj.bias->dtype;
+    }
+    o.x = state.act.x;
+    if (oproj.norm_out) {
+        o.norm_out.h = state.act.h;
+        o.norm_out.w = oproj.norm_out->data;
+        o.norm_out.w_dtype = oproj.norm_out->dtype;
+        o.norm_out.sum_sq = state.act.sum_sq;
+    }
+    o.partial = state.oproj_partial;
+    o.counters = state.oproj_counters;
+    o.d_model = state.model->config.d_model;
+    return o;
+}
+
 // The flash-decoding attention (attention.cuh; attn_kernel 2: attention_mma.cuh for d_head 64 and
 // 128 at steps of at least attn_mma_min_tokens tokens) for 16-bit KV and d_head 32, 64 or 128; with
-// fold_head (attention_folds_head) the CUDA-core kernel also does the head kernel's work.
+// fold_head (attention_folds_head) the CUDA-core kernel also does the head kernel's work. Returns
+// whether it also did o_proj (knob attn_fd_oproj, attention_folds_oproj; `oproj` optional).
 template <hp_dtype KV>
-void launch_decode_attention(BaselineState &state, const hp_batch &batch, int layer, int group, bool fold_head) {
+bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int layer, int group, bool fold_head, const OProjInput *oproj) {
     const hp_config &c = state.model->config;
     const hp_kv_cache &kv = *state.model->kv;
     const int block_tokens = kv.block_tokens;
@@ -765,6 +814,9 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     const int block_group = group / p.head_split, grid_rows = c.n_head_kv * p.head_split;
     p.n_split = decode_attention_splits(batch.n_token, grid_rows, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)), warps);
     const bool cluster = small && fd_cluster(p.n_split);  // attn_fd_cluster: a small step's splits fit one cluster
+    const bool fold_oproj = attention_folds_oproj(state, batch, plan, p.n_split, oproj);
+    if (fold_oproj) p.oproj = fd_oproj_params(state, *oproj);
+    bool oproj_done = false;
     p.seq_token_start = batch.n_token == batch.n_seq ? batch.seq_token_start : nullptr;  // tokens may be alone in their sequences
     if (state.prefetch_step) p.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
     if (state.attn_trace) p.trace = state.attn_trace + size_t(layer) * kFdTraceBlocks * kFdTracePoints;
@@ -812,6 +864,24 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                     constexpr bool C = decltype(cluster)::value;
                     // The variant without PREFETCH may hold a shared-memory ring (knob attn_fd_ring).
                     auto ringed = [&](auto kernel) { return launch(cluster, kernel, W, fd_prepare_shared<false, W>(kernel)); };
+                    // attn_fd_oproj: o_proj's slice of each block is its dynamic shared memory (compiled only with the knob on).
+                    if constexpr (kFdOProj && C) {
+                        if (fold_oproj && prefetch) {
+                            auto with_oproj = [&](auto kernel) {
+                                const size_t bytes = fd_oproj_shared_bytes(c.d_model, p.n_split, group * D);
+                                if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) != cudaSuccess) {
+                                    cudaGetLastError();  // a slice past the device's shared memory: the plain kernel and o_proj's launch
+                                    return false;
+                                }
+                                return oproj_done = launch(cluster, kernel, W, bytes);
+                            };
+                            constexpr int R = HP_CUDA_ATTN_FD_RING, S = HP_CUDA_ATTN_FD_SCATTER_SCORES;
+                            if (block_group <= 4 ? with_oproj(decode_attention_kernel<KV, D, 4, true, W, true, R, S, true>)
+                                                 : with_oproj(decode_attention_kernel<KV, D, kMaxGroup, true, W, true, R, S, true>)) {
+                                return true;
+                            }
+                        }
+                    }
                     if (block_group <= 4) return prefetch ? launch(cluster, decode_attention_kernel<KV, D, 4, true, W, C>, W) : ringed(decode_attention_kernel<KV, D, 4, false, W, C>);
                     return prefetch ? launch(cluster, decode_attention_kernel<KV, D, kMaxGroup, true, W, C>, W) : ringed(decode_attention_kernel<KV, D, kMaxGroup, false, W, C>);
                 };
@@ -829,6 +899,7 @@ void launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
         else if (c.d_head == 64) for_head(std::integral_constant<int, 64>{});
         else for_head(std::integral_constant<int, 128>{});
     }
+    return oproj_done;
 }
 
 // Gives the q/k/v launch `p` the head epilogue (HeadOut, gemv.cuh: bias, q/k norm, RoPE, the KV
@@ -880,19 +951,17 @@ void launch_head(BaselineState &state, const hp_batch &batch, int layer) {
 }
 
 // Bias, q/k norm, RoPE and the KV write (the head kernel, unless the q/k/v launch did it, head_done, or
-// the attention kernel does it, attn_fd_head), then attention.
+// the attention kernel does it, attn_fd_head), then attention. Returns whether the attention also did
+// o_proj (`oproj`, optional: knob attn_fd_oproj).
 template <hp_dtype KV>
-void launch_attention(BaselineState &state, const hp_batch &batch, int layer, int n_split, bool head_done) {
+bool launch_attention(BaselineState &state, const hp_batch &batch, int layer, int n_split, bool head_done, const OProjInput *oproj = nullptr) {
     const hp_config &c = state.model->config;
     const hp_kv_cache &kv = *state.model->kv;
     const Activations &a = state.act;
     const int group = c.n_head / c.n_head_kv;
     const bool fold_head = !head_done && attention_folds_head<KV>(c, batch, group);
     if (!head_done && !fold_head) launch_head<KV>(state, batch, layer);
-    if (decode_attention_kernels<KV>(c)) {
-        launch_decode_attention<KV>(state, batch, layer, group, fold_head);
-        return;
-    }
+    if (decode_attention_kernels<KV>(c)) return launch_decode_attention<KV>(state, batch, layer, group, fold_head, oproj);
     AttentionParams ap{c.n_head, c.n_head_kv, c.d_head, n_split, 1.0f / sqrtf(float(c.d_head)), kv.block_tokens, batch.max_blocks_per_seq};
     const dim3 grid(c.n_head_kv, batch.n_token, n_split);
     if (batch.n_token <= HP_CUDA_ATTN_WIDE_V_MAX_TOKENS) {
@@ -904,6 +973,7 @@ void launch_attention(BaselineState &state, const hp_batch &batch, int layer, in
     }
     hp_cuda_gemv::launch_pdl(attention_reduce_kernel, dim3(c.n_head, batch.n_token), dim3(std::min(256, (c.d_head + 31) / 32 * 32)), 0,
         state.stream, state.partial, c.n_head, n_split, c.d_head, a.attn);
+    return false;
 }
 
 // The grouped MoE kernels (moe.cuh) serve this model: knob moe_kernel 1 and at most kMaxExpert experts.
@@ -1087,15 +1157,18 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
                      project(state, m.wv, a.h, a.v, n_token, false, nullptr, attn_norm);
             }
         }
-        switch (model.kv->dtype) {
-            case HP_DTYPE_F32: launch_attention<HP_DTYPE_F32>(state, *batch, layer, n_split, head_done); break;
-            case HP_DTYPE_F16: launch_attention<HP_DTYPE_F16>(state, *batch, layer, n_split, head_done); break;
-            case HP_DTYPE_BF16: launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split, head_done); break;
-        }
         // o_proj folds the FFN norm when gate/up (or the router and the grouped experts) are GEMVs.
         const bool grouped = w.is_moe && grouped_moe(c);
-        folded = fold && (!w.is_moe || grouped);
-        ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr, m.o_end, kPartOProj);
+        const bool ffn_folded = fold && (!w.is_moe || grouped);
+        const OProjInput oproj{&m.wo, &w.bo, ffn_folded ? &w.ffn_norm : nullptr};  // knob attn_fd_oproj: the attention may do o_proj
+        bool oproj_done = false;
+        switch (model.kv->dtype) {
+            case HP_DTYPE_F32: oproj_done = launch_attention<HP_DTYPE_F32>(state, *batch, layer, n_split, head_done, &oproj); break;
+            case HP_DTYPE_F16: oproj_done = launch_attention<HP_DTYPE_F16>(state, *batch, layer, n_split, head_done, &oproj); break;
+            case HP_DTYPE_BF16: oproj_done = launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split, head_done, &oproj); break;
+        }
+        folded = ffn_folded;
+        if (!oproj_done) ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr, m.o_end, kPartOProj);
         if (!folded) rms_norm(state, w.ffn_norm, nullptr, n_token, a.h);
         if (w.is_moe) {
             const hp_tensor *next_norm = layer + 1 < c.n_layer ? &model.layers[layer + 1].attn_norm
