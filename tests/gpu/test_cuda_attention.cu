@@ -842,6 +842,19 @@ TEST(CudaDecodeAttention, EarlyKvWaitsForTheNewestRowUnderDependentLaunch) {
     }
 }
 
+// n values offset + scale * N(0, 1) from `rng`, and values' bf16 bits.
+std::vector<float> draw_normal(std::mt19937 &rng, size_t n, float scale, float offset) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> out(n);
+    for (float &value : out) value = offset + scale * normal(rng);
+    return out;
+}
+std::vector<uint16_t> bf16_bits_of(const std::vector<float> &values) {
+    std::vector<uint16_t> out(values.size());
+    for (size_t i = 0; i < values.size(); ++i) out[i] = to_bf16_bits(values[i]);
+    return out;
+}
+
 // Knob attn_fd_head (attention_head.cuh): the CUDA-core kernel doing the head kernel's work itself (bias,
 // q/k RMSNorm, RoPE, the newest K and V rows into the cache) on a decode step, against the plugin's path
 // without it: head_kernel, then the same kernel on the q it wrote. Raw q/k/v drawn fresh, biases and
@@ -921,21 +934,12 @@ void run_fold_case(const FoldCase &c, uint32_t seed) {
         const int at = positions[size_t(t)];
         newest_row[size_t(t)] = (int64_t(tables[size_t(t) * max_blocks + at / bt]) * bt + at % bt) * int64_t(row_width);
     }
-    auto draw = [&](size_t n, float scale, float offset) {
-        std::vector<float> out(n);
-        for (float &value : out) value = offset + scale * normal(rng);
-        return out;
-    };
-    auto bf16_of = [](const std::vector<float> &values) {
-        std::vector<uint16_t> out(values.size());
-        for (size_t i = 0; i < values.size(); ++i) out[i] = to_bf16_bits(values[i]);
-        return out;
-    };
+    auto draw = [&](size_t n, float scale, float offset) { return draw_normal(rng, n, scale, offset); };
     const std::vector<float> q = draw(size_t(c.n_token) * c.n_head * d, 2.0f, 0.0f), k = draw(size_t(c.n_token) * row_width, 2.0f, 0.0f),
                              v = draw(size_t(c.n_token) * row_width, 1.0f, 0.0f);
-    const std::vector<uint16_t> bq = bf16_of(draw(size_t(c.n_head) * d, 0.5f, 0.0f)), bk = bf16_of(draw(row_width, 0.5f, 0.0f)),
-                                bv = bf16_of(draw(row_width, 0.5f, 0.0f)), q_norm = bf16_of(draw(size_t(d), 0.2f, 1.0f)),
-                                k_norm = bf16_of(draw(size_t(d), 0.2f, 1.0f));
+    const std::vector<uint16_t> bq = bf16_bits_of(draw(size_t(c.n_head) * d, 0.5f, 0.0f)), bk = bf16_bits_of(draw(row_width, 0.5f, 0.0f)),
+                                bv = bf16_bits_of(draw(row_width, 0.5f, 0.0f)), q_norm = bf16_bits_of(draw(size_t(d), 0.2f, 1.0f)),
+                                k_norm = bf16_bits_of(draw(size_t(d), 0.2f, 1.0f));
     std::vector<float> inv_freq(size_t(d / 2));
     for (int i = 0; i < d / 2; ++i) inv_freq[size_t(i)] = std::pow(10000.0f, -2.0f * float(i) / float(d));
 
@@ -1129,7 +1133,7 @@ TEST(CudaDecodeAttention, HeadFoldMatchesHeadKernelThenAttention) {
 
 // Knob attn_fd_oproj (attention_oproj.cuh): the single-token kernel in clusters with o_proj folded in,
 // against the same kernel without it and then o_proj in float64 on the host over that kernel's bf16
-// output. The attention output must be the same bits; x must be x0 + bias + W a to 2^-18 of x0's and
+// output. The attention output must be the same bits; x must be x0 + bias + W a to 2^-18 of x0's, the bias's and
 // the products' magnitudes (float32 sums of bf16 products); h must be bf16(x * norm weight) of the
 // kernel's own x, exactly, and each 16-row tile's sum of x^2 within 1e-5 relative. Every run starts from
 // NaN outputs and x0; a second run must give the same bits (whichever kv head arrives last; the
@@ -1149,7 +1153,7 @@ bool launch_oproj_case(int n_head_kv, int n_split, size_t shared_bytes, cudaStre
                        int32_t *counters, __nv_bfloat16 *out) {
     constexpr int W = base::kFdSmallWarps;
     auto kernel = base::decode_attention_kernel<HP_DTYPE_BF16, D, G, true, W, true, HP_CUDA_ATTN_FD_RING, HP_CUDA_ATTN_FD_SCATTER_SCORES, OPROJ>;
-    if (shared_bytes > 0 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)) != cudaSuccess) return false;
+    if (shared_bytes > 0 && !base::fd_oproj_prepare_shared(kernel, shared_bytes)) return false;
     return base::launch_decode_attention_kernel<true>(kernel, n_head_kv, 1, n_split, W, shared_bytes, /*one_wave=*/true, stream, p, q, positions, token_seq,
                                                       tables, k, v, partial, counters, out);
 }
@@ -1175,19 +1179,10 @@ void run_oproj_case(const OProjCase &c, uint32_t seed) {
             v_cache[row + i] = to_bf16_bits(normal(rng));
         }
     }
-    auto draw = [&](size_t n, float scale, float offset) {
-        std::vector<float> out(n);
-        for (float &value : out) value = offset + scale * normal(rng);
-        return out;
-    };
-    auto bf16_of = [](const std::vector<float> &values) {
-        std::vector<uint16_t> out(values.size());
-        for (size_t i = 0; i < values.size(); ++i) out[i] = to_bf16_bits(values[i]);
-        return out;
-    };
+    auto draw = [&](size_t n, float scale, float offset) { return draw_normal(rng, n, scale, offset); };
     const std::vector<float> q = draw(size_t(n_in), 2.0f, 0.0f), x0 = draw(size_t(c.d_model), 1.0f, 0.0f);
-    const std::vector<uint16_t> w = bf16_of(draw(size_t(c.d_model) * n_in, 0.05f, 0.0f)), bias = bf16_of(draw(size_t(c.d_model), 0.5f, 0.0f)),
-                                norm_w = bf16_of(draw(size_t(c.d_model), 0.2f, 1.0f));
+    const std::vector<uint16_t> w = bf16_bits_of(draw(size_t(c.d_model) * n_in, 0.05f, 0.0f)), bias = bf16_bits_of(draw(size_t(c.d_model), 0.5f, 0.0f)),
+                                norm_w = bf16_bits_of(draw(size_t(c.d_model), 0.2f, 1.0f));
     const int n_tile = (c.d_model + 15) / 16;
     const float nan = std::numeric_limits<float>::quiet_NaN();
     float *q_d = upload(q), *q_late_d = upload(std::vector<float>(q.size(), nan)), *x0_d = upload(x0), *x_d = upload(x0);
@@ -1288,7 +1283,8 @@ void run_oproj_case(const OProjCase &c, uint32_t seed) {
     EXPECT_EQ(std::memcmp(out_plain.data(), got_out[0].data(), size_t(n_in) * 2), 0) << "the fold changed the attention's output";
     int bad = 0;
     for (int r = 0; r < c.d_model; ++r) {
-        double ref = double(x0[size_t(r)]) + (c.bias ? double(from_bf16_bits(bias[size_t(r)])) : 0.0), magnitude = std::fabs(x0[size_t(r)]);
+        const double b = c.bias ? double(from_bf16_bits(bias[size_t(r)])) : 0.0;
+        double ref = double(x0[size_t(r)]) + b, magnitude = std::fabs(x0[size_t(r)]) + std::fabs(b);
         for (int i = 0; i < n_in; ++i) {
             const double product = double(from_bf16_bits(w[size_t(r) * n_in + i])) * double(from_bf16_bits(out_plain[size_t(i)]));
             ref += product;

@@ -82,14 +82,21 @@ void expect_close(const model::Model &model, const gpu_test::ScenarioResult &act
     EXPECT_LE(differing, total / 20) << label << ": expert counts differ in " << differing << " of " << total << " routings";
 }
 
-// A reference engine and a baseline engine on `model`, the same scenario on both.
-void run_pair(const model::Model &model, DType kv_dtype, const std::string &label, bool allow_flips) {
+// Engine options on the GPU with the forward pass `forward` (the engine's default is the baseline):
+// `kv_dtype` KV in blocks of 16 tokens, 1024 tokens in all.
+engine::EngineOptions cuda_options(const char *forward, DType kv_dtype) {
     engine::EngineOptions options;
     options.device = backend::DeviceKind::cuda;
-    options.forward = "reference";  // the engine's default is the baseline
+    options.forward = forward;
     options.kv.dtype = kv_dtype;
     options.kv.block_tokens = 16;
     options.kv.max_tokens = 1024;
+    return options;
+}
+
+// A reference engine and a baseline engine on `model`, the same scenario on both.
+void run_pair(const model::Model &model, DType kv_dtype, const std::string &label, bool allow_flips) {
+    engine::EngineOptions options = cuda_options("reference", kv_dtype);
     auto reference = engine::Engine::create(model, options);
     options.forward = "baseline";
     auto baseline = engine::Engine::create(model, options);
@@ -270,20 +277,17 @@ std::string plugin_log(Body &&body) {
 // One-token steps of one sequence of ~500 positions (llama-300m: 16/4 heads, d_head 64, d_model 1024)
 // against the reference, every step: the single-token attention then runs its 4 splits as a cluster,
 // the shape in which a plugin built with knob attn_fd_oproj folds o_proj into it (256 rows a split;
-// bench/gpu/ab_decode.sh HOTPASS_AB_VARIANT_TESTS runs this binary with such a plugin).
+// bench/gpu/ab_decode.sh HOTPASS_AB_VARIANT_TESTS runs this binary with such a plugin). A plugin whose
+// log says the knob is on must also say that a step took it.
 TEST(CudaBaselineLongSequence, OneTokenStepsMatchReference) {
     if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
     auto model = random_model("llama-300m");
     ASSERT_TRUE(model.ok()) << model.error();
-    engine::EngineOptions options;
-    options.device = backend::DeviceKind::cuda;
-    options.forward = "reference";
-    options.kv.dtype = DType::bf16;
-    options.kv.block_tokens = 16;
-    options.kv.max_tokens = 1024;
+    engine::EngineOptions options = cuda_options("reference", DType::bf16);
     auto reference = engine::Engine::create(*model, options);
     options.forward = "baseline";
-    auto baseline = engine::Engine::create(*model, options);
+    Result<std::unique_ptr<engine::Engine>> baseline = Error{"not created"};
+    std::string log = plugin_log([&] { baseline = engine::Engine::create(*model, options); });
     ASSERT_TRUE(reference.ok()) << reference.error();
     ASSERT_TRUE(baseline.ok()) << baseline.error();
     const int n_vocab = model->config.n_vocab;
@@ -299,7 +303,8 @@ TEST(CudaBaselineLongSequence, OneTokenStepsMatchReference) {
         const std::vector<int32_t> token = {int32_t(splitmix64(7919 + uint64_t(step)) % uint64_t(n_vocab))};
         std::vector<std::vector<float>> logits;
         for (int e = 0; e < 2; ++e) {
-            auto out = engines[size_t(e)]->step({{seq[size_t(e)], token, false}});
+            Result<std::vector<float>> out = Error{"not run"};
+            log += plugin_log([&] { out = engines[size_t(e)]->step({{seq[size_t(e)], token, false}}); });
             ASSERT_TRUE(out.ok()) << out.error();
             logits.push_back(std::move(out).value());
         }
@@ -309,6 +314,10 @@ TEST(CudaBaselineLongSequence, OneTokenStepsMatchReference) {
         std::printf("one-token step %d at %d positions: max|delta| %.3g (max|ref| %.3g, ratio %.2e)\n", step, 501 + step, d.max_delta, d.max_ref,
                     d.max_delta / d.max_ref);
     }
+    if (log.find("attn_fd_oproj: on") != std::string::npos) {
+        EXPECT_NE(log.find("o_proj done in the single-token attention"), std::string::npos) << "the plugin has attn_fd_oproj on, no step took it:\n" << log;
+    }
+    std::printf("o_proj in the attention: %s\n", log.find("o_proj done in the single-token attention") != std::string::npos ? "yes" : "no");
 }
 
 constexpr const char *kPersistentPlugin = "baseline_persistent";
@@ -321,12 +330,7 @@ TEST_P(CudaBaselinePersistentStep, OneTokenStepsMatchReference) {
     if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
     auto model = random_model("llama-300m");
     ASSERT_TRUE(model.ok()) << model.error();
-    engine::EngineOptions options;
-    options.device = backend::DeviceKind::cuda;
-    options.forward = "reference";
-    options.kv.dtype = GetParam();
-    options.kv.block_tokens = 16;
-    options.kv.max_tokens = 1024;
+    engine::EngineOptions options = cuda_options("reference", GetParam());
     auto reference = engine::Engine::create(*model, options);
     ASSERT_TRUE(reference.ok()) << reference.error();
     options.forward = kPersistentPlugin;

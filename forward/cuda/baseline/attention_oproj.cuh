@@ -27,6 +27,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 #include <hotpass/forward_abi.h>
 
@@ -168,6 +170,26 @@ __device__ inline void fd_oproj_finish(const FdOProj &o, const uint4 *slice, int
             if (row % hp_cuda_gemv::kTileRows == 0) o.norm_out.sum_sq[row / hp_cuda_gemv::kTileRows] = square;
         }
     }
+}
+
+// Host: whether `kernel` (an OPROJ variant) takes `bytes` of dynamic shared memory beside its static
+// shared memory on this device, its attribute set where it does. Asked once per (kernel, bytes,
+// device), so that a slice that does not fit costs a step no failed call.
+template <typename... Params>
+bool fd_oproj_prepare_shared(void (*kernel)(Params...), size_t bytes) {
+    static thread_local std::map<std::tuple<const void *, size_t, int>, bool> known;
+    int device = 0;
+    cudaGetDevice(&device);
+    const auto key = std::make_tuple(reinterpret_cast<const void *>(kernel), bytes, device);
+    if (const auto it = known.find(key); it != known.end()) return it->second;
+    cudaFuncAttributes attributes{};
+    int optin = 0;
+    bool fits = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess &&
+                cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess &&
+                attributes.sharedSizeBytes + bytes <= size_t(optin);
+    fits = fits && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) == cudaSuccess;
+    if (!fits) cudaGetLastError();  // nothing launched; the caller takes the plain kernel
+    return known[key] = fits;
 }
 
 }  // namespace hp_cuda_baseline

@@ -112,6 +112,7 @@ struct BaselineState {
     int32_t *attn_counters = nullptr;  // flash-decoding split counters [kTokenSplits][n_head_kv] ([token][n_head_kv * attn_fd_head_split] used), zero between steps
     float *oproj_partial = nullptr;     // attn_fd_oproj: each kv head's o_proj product, f32 [n_head_kv][d_model]
     int32_t *oproj_counters = nullptr;  // attn_fd_oproj: arrivals per row range, [kFdMaxCluster], zero between steps
+    bool oproj_logged = false;          // attn_fd_oproj: the first step that took it has said so
     unsigned long long *moe_barrier = nullptr;  // the fused one-token MoE kernel's grid barrier counter (moe_fused.cuh), zero at create
     float *moe_partial = nullptr;               // its split down's per-block partials, f32 [SMs][d_model] (moe_fused_split_down)
     unsigned long long *moe_logit_tags = nullptr;  // its tagged logits, [n_expert], zero at create (moe_fused_logit_flags)
@@ -614,6 +615,7 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
         state->oproj_counters = static_cast<int32_t *>(state_alloc(*state, kFdMaxCluster * sizeof(int32_t), state->allocations));
         if (!state->oproj_partial || !state->oproj_counters) return fail(HP_ERR_OUT_OF_MEMORY);
         cudaMemsetAsync(state->oproj_counters, 0, kFdMaxCluster * sizeof(int32_t), state->stream);
+        log_message(*state, HP_LOG_INFO, "attn_fd_oproj", "on: one-token steps whose attention splits run as one cluster do o_proj in the attention");
     }
     hp_cuda_gemv::skinny_wgmma_available();  // the device is asked once, here, never inside a captured step
     if (c.n_expert > 0) {
@@ -770,7 +772,7 @@ bool attention_folds_oproj(const BaselineState &state, const hp_batch &batch, co
     if (!kFdOProj || !oproj || !oproj->w || !state.oproj_partial || state.prefetch_step) return false;
     if (batch.n_token != 1 || batch.n_seq != 1 || HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS < 1) return false;
     if (!plan.small || plan.mma || plan.head_split != 1 || !fd_cluster(n_split)) return false;
-    return oproj->w->n_out == c.d_model && oproj->w->n_in == c.n_head * c.d_head && c.d_model % n_split == 0 &&
+    return oproj->w->n_out == c.d_model && oproj->w->n_in == c.n_head * c.d_head && hp_cuda_gemv::aligned16(oproj->w->w) && c.d_model % n_split == 0 &&
            fd_oproj_rows(c.d_model, n_split) % 32 == 0;
 }
 
@@ -867,13 +869,9 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                     // attn_fd_oproj: o_proj's slice of each block is its dynamic shared memory (compiled only with the knob on).
                     if constexpr (kFdOProj && C) {
                         if (fold_oproj && prefetch) {
-                            auto with_oproj = [&](auto kernel) {
+                            auto with_oproj = [&](auto kernel) {  // a slice past the device's shared memory: the plain kernel and o_proj's launch
                                 const size_t bytes = fd_oproj_shared_bytes(c.d_model, p.n_split, group * D);
-                                if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) != cudaSuccess) {
-                                    cudaGetLastError();  // a slice past the device's shared memory: the plain kernel and o_proj's launch
-                                    return false;
-                                }
-                                return oproj_done = launch(cluster, kernel, W, bytes);
+                                return oproj_done = fd_oproj_prepare_shared(kernel, bytes) && launch(cluster, kernel, W, bytes);
                             };
                             constexpr int R = HP_CUDA_ATTN_FD_RING, S = HP_CUDA_ATTN_FD_SCATTER_SCORES;
                             if (block_group <= 4 ? with_oproj(decode_attention_kernel<KV, D, 4, true, W, true, R, S, true>)
@@ -898,6 +896,12 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
         if (c.d_head == 32) for_head(std::integral_constant<int, 32>{});
         else if (c.d_head == 64) for_head(std::integral_constant<int, 64>{});
         else for_head(std::integral_constant<int, 128>{});
+    }
+    if (oproj_done && !state.oproj_logged) {
+        state.oproj_logged = true;
+        char detail[160];
+        std::snprintf(detail, sizeof detail, "o_proj done in the single-token attention: %d splits of %d rows", p.n_split, fd_oproj_rows(c.d_model, p.n_split));
+        log_message(state, HP_LOG_INFO, "attn_fd_oproj", detail);
     }
     return oproj_done;
 }
