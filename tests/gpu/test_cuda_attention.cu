@@ -842,6 +842,19 @@ TEST(CudaDecodeAttention, EarlyKvWaitsForTheNewestRowUnderDependentLaunch) {
     }
 }
 
+// go(D, G) as integral constants: the kernel's d_head (32, 64, else 128) and its compiled group (4
+// for groups up to 4, else 8) for a case of d_head d and GQA group `group`.
+template <typename Go>
+void for_kernel_shape(int d, int group, Go &&go) {
+    using std::integral_constant;
+    if (d == 32 && group <= 4) go(integral_constant<int, 32>{}, integral_constant<int, 4>{});
+    else if (d == 32) go(integral_constant<int, 32>{}, integral_constant<int, 8>{});
+    else if (d == 64 && group <= 4) go(integral_constant<int, 64>{}, integral_constant<int, 4>{});
+    else if (d == 64) go(integral_constant<int, 64>{}, integral_constant<int, 8>{});
+    else if (group <= 4) go(integral_constant<int, 128>{}, integral_constant<int, 4>{});
+    else go(integral_constant<int, 128>{}, integral_constant<int, 8>{});
+}
+
 // n values offset + scale * N(0, 1) from `rng`, and values' bf16 bits.
 std::vector<float> draw_normal(std::mt19937 &rng, size_t n, float scale, float offset) {
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -978,13 +991,7 @@ void run_fold_case(const FoldCase &c, uint32_t seed) {
             launch<D, G>(c.prefetch, false, c.kv_dtype, grid, params, q_in, positions_d, token_seq_d, tables_d, k_c, v_c, partial_d, counters_d, out,
                          c.small_warps, c.cluster && base::fd_cluster(params.n_split));  // as forward.cu: clusters of 2..attn_fd_cluster splits
         };
-        using std::integral_constant;
-        if (d == 32 && group <= 4) go(integral_constant<int, 32>{}, integral_constant<int, 4>{});
-        else if (d == 32) go(integral_constant<int, 32>{}, integral_constant<int, 8>{});
-        else if (d == 64 && group <= 4) go(integral_constant<int, 64>{}, integral_constant<int, 4>{});
-        else if (d == 64) go(integral_constant<int, 64>{}, integral_constant<int, 8>{});
-        else if (group <= 4) go(integral_constant<int, 128>{}, integral_constant<int, 4>{});
-        else go(integral_constant<int, 128>{}, integral_constant<int, 8>{});
+        for_kernel_shape(d, group, go);
     };
 
     // A: the head kernel, then the kernel on the q it wrote.
@@ -1214,13 +1221,7 @@ void run_oproj_case(const OProjCase &c, uint32_t seed) {
                                                                          k_d, v_d, partial_d, counters_d, out);
             EXPECT_TRUE(launched) << "the H100 and H200 hold these clusters at once (slice " << slice_bytes << " bytes)";
         };
-        using std::integral_constant;
-        if (d == 32 && group <= 4) go(integral_constant<int, 32>{}, integral_constant<int, 4>{});
-        else if (d == 32) go(integral_constant<int, 32>{}, integral_constant<int, 8>{});
-        else if (d == 64 && group <= 4) go(integral_constant<int, 64>{}, integral_constant<int, 4>{});
-        else if (d == 64) go(integral_constant<int, 64>{}, integral_constant<int, 8>{});
-        else if (group <= 4) go(integral_constant<int, 128>{}, integral_constant<int, 4>{});
-        else go(integral_constant<int, 128>{}, integral_constant<int, 8>{});
+        for_kernel_shape(d, group, go);
     };
 
     // A: the kernel without the fold.

@@ -104,14 +104,6 @@ __device__ inline void fd_trace(const DecodeAttentionParams &p, int point) {
     }
 }
 
-// One 16-byte copy global -> shared of this thread, outside L1 (K/V rows are read once a step).
-__device__ inline void fd_cp_async16(void *shared, const void *global) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(global) : "memory");
-#endif
-}
-
 // Dynamic shared memory of a decode_attention_kernel launch of W warps: the ring of its variant
 // without PREFETCH (knob attn_fd_ring >= 2: RING steps of 2 * kFdUnroll 16-byte chunks per thread),
 // else none.

@@ -32,6 +32,7 @@
 
 #include <hotpass/forward_abi.h>
 
+#include "attention_step.cuh"
 #include "gemv.cuh"
 #include "knobs.h"
 
@@ -65,10 +66,7 @@ __device__ inline void fd_oproj_load_slice(const FdOProj &o, uint4 *slice, int n
     const __nv_bfloat16 *from = o.w + int64_t(split) * rows * n_in + column0;
     for (int i = int(threadIdx.x); i < n; i += int(blockDim.x)) {
         const int r = i / chunks, c = i - r * chunks;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(slice + i));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(from + int64_t(r) * n_in + c * 8) : "memory");
-#endif
+        fd_cp_async16(slice + i, from + int64_t(r) * n_in + c * 8);
     }
     hp_cuda_gemv::cp_async_commit();
 }
@@ -106,7 +104,7 @@ __device__ inline void fd_oproj_reduce_scatter(float (&v)[32], int lane) {
 
 // The fold's end, every thread of the block after fd_oproj_push: the cluster barrier, the slice's
 // product with g's outputs into o.partial, then the last block of this row range writes x (and h,
-// sum_sq). COLUMNS: the kernel's G * D (columns the group may have); `columns`: group * D.
+// sum_sq). `columns`: group * D, at most the kernel's G * D.
 template <int D, int G, int W>
 __device__ inline void fd_oproj_finish(const FdOProj &o, const uint4 *slice, int g, int n_head_kv, int columns, int split, int n_split) {
     namespace cg = cooperative_groups;

@@ -18,6 +18,14 @@
 
 namespace hp_cuda_baseline {
 
+// One 16-byte copy global -> shared of this thread, outside L1 (K/V rows and o_proj slices are read once a step).
+__device__ inline void fd_cp_async16(void *shared, const void *global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(global) : "memory");
+#endif
+}
+
 // 16-byte K loads (and as many V loads) in flight per lane in a warp step (knob attn_fd_unroll).
 constexpr int kFdUnroll = HP_CUDA_ATTN_FD_UNROLL;
 
