@@ -1317,7 +1317,10 @@ void run_oproj_case(const OProjCase &c, uint32_t seed) {
 // llama-3.2-1b's batch 1 (32/8 heads, d_head 64, 2048 rows, the plugin's split count: 8 rows ranges of
 // 256) with and without the norm, with a bias, under a dependent launch; a rows range of two warp
 // rounds (512 rows), d_head 128 (two column chunks a lane), group 8 at d_head 32, group 1 (fewer
-// column chunks than lanes), group 3, and 17 positions (splits with no positions).
+// column chunks than lanes), group 3, and 17 positions (splits with no positions). Group 1 runs
+// llama's kernel with a 4 KB slice and the last case runs it with 128 KB again: the shared-memory
+// attribute must not have been lowered in between (it was, until the first run on a GPU: the last
+// launch failed with an invalid value, as a plugin's would on a shorter sequence after a longer one).
 TEST(CudaDecodeAttention, OProjFoldMatchesAttentionThenProjection) {
     if (!have_device()) GTEST_SKIP() << "no CUDA device";
     if (HP_CUDA_ATTN_FD_CLUSTER < 8) GTEST_SKIP() << "built without clusters of 8 splits (attn_fd_cluster)";
