@@ -1154,7 +1154,7 @@ struct OProjCase {
     bool bias = false, norm = true, dependent = false;
 };
 
-template <int D, int G, bool OPROJ>
+template <int D, int G, int OPROJ>
 bool launch_oproj_case(int n_head_kv, int n_split, size_t shared_bytes, cudaStream_t stream, const base::DecodeAttentionParams &p, const float *q,
                        const int32_t *positions, const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial,
                        int32_t *counters, __nv_bfloat16 *out) {
@@ -1212,102 +1212,111 @@ void run_oproj_case(const OProjCase &c, uint32_t seed) {
     ASSERT_EQ(c.d_model % p.n_split, 0);
     ASSERT_EQ(base::fd_oproj_rows(c.d_model, p.n_split) % 32, 0);
     const size_t slice_bytes = base::fd_oproj_shared_bytes(c.d_model, p.n_split, group * d);
-    auto attend = [&](const base::DecodeAttentionParams &params, bool oproj, const float *q_in, __nv_bfloat16 *out, cudaStream_t stream) {
+    // mode: 0 the kernel without the fold, 1 or 2 with it (the slice by cp.async or by bulk copies).
+    auto attend = [&](const base::DecodeAttentionParams &params, int mode, const float *q_in, __nv_bfloat16 *out, cudaStream_t stream) {
         auto go = [&](auto d_head, auto g) {
             constexpr int D = decltype(d_head)::value, G = decltype(g)::value;
-            const bool launched = oproj ? launch_oproj_case<D, G, true>(c.n_head_kv, params.n_split, slice_bytes, stream, params, q_in, positions_d, token_seq_d,
-                                                                        tables_d, k_d, v_d, partial_d, counters_d, out)
-                                        : launch_oproj_case<D, G, false>(c.n_head_kv, params.n_split, 0, stream, params, q_in, positions_d, token_seq_d, tables_d,
-                                                                         k_d, v_d, partial_d, counters_d, out);
+            auto with = [&](auto oproj) {
+                constexpr int O = decltype(oproj)::value;
+                return launch_oproj_case<D, G, O>(c.n_head_kv, params.n_split, O == 0 ? 0 : slice_bytes, stream, params, q_in, positions_d, token_seq_d,
+                                                  tables_d, k_d, v_d, partial_d, counters_d, out);
+            };
+            using std::integral_constant;
+            const bool launched = mode == 0   ? with(integral_constant<int, 0>{})
+                                  : mode == 1 ? with(integral_constant<int, 1>{})
+                                              : with(integral_constant<int, 2>{});
             EXPECT_TRUE(launched) << "the H100 and H200 hold these clusters at once (slice " << slice_bytes << " bytes)";
         };
         for_kernel_shape(d, group, go);
     };
 
     // A: the kernel without the fold.
-    attend(p, false, q_d, out_a, nullptr);
+    attend(p, 0, q_d, out_a, nullptr);
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaDeviceSynchronize());
 
-    // B: with it, twice.
-    base::DecodeAttentionParams po = p;
-    po.oproj.w = reinterpret_cast<const __nv_bfloat16 *>(w_d);
-    if (c.bias) po.oproj.bias = bias_d, po.oproj.bias_dtype = HP_DTYPE_BF16;
-    po.oproj.x = x_d;
-    if (c.norm) {
-        po.oproj.norm_out.h = reinterpret_cast<__nv_bfloat16 *>(h_d);
-        po.oproj.norm_out.w = norm_w_d;
-        po.oproj.norm_out.w_dtype = HP_DTYPE_BF16;
-        po.oproj.norm_out.sum_sq = sum_sq_d;
-    }
-    po.oproj.partial = oproj_partial_d;
-    po.oproj.counters = oproj_counters_d;
-    po.oproj.d_model = c.d_model;
-    cudaStream_t stream = nullptr;
-    if (c.dependent) CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    std::vector<uint16_t> got_out[2], got_h[2];
-    std::vector<float> got_x[2], got_sum_sq[2];
-    for (int run = 0; run < 2; ++run) {
-        CHECK_CUDA(cudaMemcpy(out_b, std::vector<uint16_t>(size_t(n_in), 0x7fc0).data(), size_t(n_in) * 2, cudaMemcpyHostToDevice));
-        CHECK_CUDA(cudaMemcpy(h_d, std::vector<uint16_t>(size_t(c.d_model), 0x7fc0).data(), size_t(c.d_model) * 2, cudaMemcpyHostToDevice));
-        CHECK_CUDA(cudaMemcpy(sum_sq_d, std::vector<float>(size_t(n_tile), nan).data(), size_t(n_tile) * 4, cudaMemcpyHostToDevice));
-        CHECK_CUDA(cudaMemcpy(x_d, c.dependent ? std::vector<float>(x0.size(), nan).data() : x0.data(), x0.size() * 4, cudaMemcpyHostToDevice));
-        CHECK_CUDA(cudaDeviceSynchronize());
-        if (c.dependent) {
-            cudaMemsetAsync(q_late_d, 0xff, q.size() * sizeof(float), stream);
-            late_copy_kernel<<<1, 256, 0, stream>>>(q_d, q_late_d, int(q.size()), x0_d, x_d, int(x0.size()), x0_d, x_d, 0, 1000000ull);
-            attend(po, true, q_late_d, out_b, stream);
-            CHECK_CUDA(cudaStreamSynchronize(stream));
-        } else {
-            attend(po, true, q_d, out_b, nullptr);
+    // B: with it, twice, in each way of loading the slice.
+    for (int mode = 1; mode <= 2; ++mode) {
+        SCOPED_TRACE(mode == 1 ? "slice by cp.async (attn_fd_oproj 1)" : "slice by bulk copies (attn_fd_oproj 2)");
+        base::DecodeAttentionParams po = p;
+        po.oproj.w = reinterpret_cast<const __nv_bfloat16 *>(w_d);
+        if (c.bias) po.oproj.bias = bias_d, po.oproj.bias_dtype = HP_DTYPE_BF16;
+        po.oproj.x = x_d;
+        if (c.norm) {
+            po.oproj.norm_out.h = reinterpret_cast<__nv_bfloat16 *>(h_d);
+            po.oproj.norm_out.w = norm_w_d;
+            po.oproj.norm_out.w_dtype = HP_DTYPE_BF16;
+            po.oproj.norm_out.sum_sq = sum_sq_d;
         }
-        CHECK_CUDA(cudaGetLastError());
-        CHECK_CUDA(cudaDeviceSynchronize());
-        got_out[run].resize(size_t(n_in));
-        got_h[run].resize(size_t(c.d_model));
-        got_x[run].resize(size_t(c.d_model));
-        got_sum_sq[run].resize(size_t(n_tile));
-        CHECK_CUDA(cudaMemcpy(got_out[run].data(), out_b, size_t(n_in) * 2, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(got_h[run].data(), h_d, size_t(c.d_model) * 2, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(got_x[run].data(), x_d, size_t(c.d_model) * 4, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(got_sum_sq[run].data(), sum_sq_d, size_t(n_tile) * 4, cudaMemcpyDeviceToHost));
-    }
-    if (stream) cudaStreamDestroy(stream);
-    EXPECT_EQ(std::memcmp(got_out[0].data(), got_out[1].data(), size_t(n_in) * 2), 0) << "a second run's attention output differs";
-    EXPECT_EQ(std::memcmp(got_x[0].data(), got_x[1].data(), size_t(c.d_model) * 4), 0) << "a second run's x differs";
-    if (c.norm) {
-        EXPECT_EQ(std::memcmp(got_h[0].data(), got_h[1].data(), size_t(c.d_model) * 2), 0) << "a second run's h differs";
-        EXPECT_EQ(std::memcmp(got_sum_sq[0].data(), got_sum_sq[1].data(), size_t(n_tile) * 4), 0) << "a second run's sums of x^2 differ";
-    }
-    std::vector<uint16_t> out_plain(static_cast<size_t>(n_in));
-    CHECK_CUDA(cudaMemcpy(out_plain.data(), out_a, size_t(n_in) * 2, cudaMemcpyDeviceToHost));
-    EXPECT_EQ(std::memcmp(out_plain.data(), got_out[0].data(), size_t(n_in) * 2), 0) << "the fold changed the attention's output";
-    int bad = 0;
-    for (int r = 0; r < c.d_model; ++r) {
-        const double b = c.bias ? double(from_bf16_bits(bias[size_t(r)])) : 0.0;
-        double ref = double(x0[size_t(r)]) + b, magnitude = std::fabs(x0[size_t(r)]) + std::fabs(b);
-        for (int i = 0; i < n_in; ++i) {
-            const double product = double(from_bf16_bits(w[size_t(r) * n_in + i])) * double(from_bf16_bits(out_plain[size_t(i)]));
-            ref += product;
-            magnitude += std::fabs(product);
+        po.oproj.partial = oproj_partial_d;
+        po.oproj.counters = oproj_counters_d;
+        po.oproj.d_model = c.d_model;
+        cudaStream_t stream = nullptr;
+        if (c.dependent) CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        std::vector<uint16_t> got_out[2], got_h[2];
+        std::vector<float> got_x[2], got_sum_sq[2];
+        for (int run = 0; run < 2; ++run) {
+            CHECK_CUDA(cudaMemcpy(out_b, std::vector<uint16_t>(size_t(n_in), 0x7fc0).data(), size_t(n_in) * 2, cudaMemcpyHostToDevice));
+            CHECK_CUDA(cudaMemcpy(h_d, std::vector<uint16_t>(size_t(c.d_model), 0x7fc0).data(), size_t(c.d_model) * 2, cudaMemcpyHostToDevice));
+            CHECK_CUDA(cudaMemcpy(sum_sq_d, std::vector<float>(size_t(n_tile), nan).data(), size_t(n_tile) * 4, cudaMemcpyHostToDevice));
+            CHECK_CUDA(cudaMemcpy(x_d, c.dependent ? std::vector<float>(x0.size(), nan).data() : x0.data(), x0.size() * 4, cudaMemcpyHostToDevice));
+            CHECK_CUDA(cudaDeviceSynchronize());
+            if (c.dependent) {
+                cudaMemsetAsync(q_late_d, 0xff, q.size() * sizeof(float), stream);
+                late_copy_kernel<<<1, 256, 0, stream>>>(q_d, q_late_d, int(q.size()), x0_d, x_d, int(x0.size()), x0_d, x_d, 0, 1000000ull);
+                attend(po, mode, q_late_d, out_b, stream);
+                CHECK_CUDA(cudaStreamSynchronize(stream));
+            } else {
+                attend(po, mode, q_d, out_b, nullptr);
+            }
+            CHECK_CUDA(cudaGetLastError());
+            CHECK_CUDA(cudaDeviceSynchronize());
+            got_out[run].resize(size_t(n_in));
+            got_h[run].resize(size_t(c.d_model));
+            got_x[run].resize(size_t(c.d_model));
+            got_sum_sq[run].resize(size_t(n_tile));
+            CHECK_CUDA(cudaMemcpy(got_out[run].data(), out_b, size_t(n_in) * 2, cudaMemcpyDeviceToHost));
+            CHECK_CUDA(cudaMemcpy(got_h[run].data(), h_d, size_t(c.d_model) * 2, cudaMemcpyDeviceToHost));
+            CHECK_CUDA(cudaMemcpy(got_x[run].data(), x_d, size_t(c.d_model) * 4, cudaMemcpyDeviceToHost));
+            CHECK_CUDA(cudaMemcpy(got_sum_sq[run].data(), sum_sq_d, size_t(n_tile) * 4, cudaMemcpyDeviceToHost));
         }
-        const double got = got_x[0][size_t(r)];
-        if (!(std::fabs(got - ref) <= std::ldexp(magnitude, -18)) && bad++ < 5) ADD_FAILURE() << "x row " << r << ": " << got << ", want " << ref;
-        if (c.norm && got_h[0][size_t(r)] != to_bf16_bits(got_x[0][size_t(r)] * from_bf16_bits(norm_w[size_t(r)])) && bad++ < 5) {
-            ADD_FAILURE() << "h row " << r << ": " << from_bf16_bits(got_h[0][size_t(r)]) << ", want bf16 of " << got_x[0][size_t(r)] * from_bf16_bits(norm_w[size_t(r)]);
+        if (stream) cudaStreamDestroy(stream);
+        EXPECT_EQ(std::memcmp(got_out[0].data(), got_out[1].data(), size_t(n_in) * 2), 0) << "a second run's attention output differs";
+        EXPECT_EQ(std::memcmp(got_x[0].data(), got_x[1].data(), size_t(c.d_model) * 4), 0) << "a second run's x differs";
+        if (c.norm) {
+            EXPECT_EQ(std::memcmp(got_h[0].data(), got_h[1].data(), size_t(c.d_model) * 2), 0) << "a second run's h differs";
+            EXPECT_EQ(std::memcmp(got_sum_sq[0].data(), got_sum_sq[1].data(), size_t(n_tile) * 4), 0) << "a second run's sums of x^2 differ";
         }
-    }
-    for (int tile = 0; c.norm && tile < n_tile; ++tile) {
-        double want = 0.0;
-        for (int r = tile * 16; r < std::min(c.d_model, tile * 16 + 16); ++r) want += double(got_x[0][size_t(r)]) * got_x[0][size_t(r)];
-        if (!(std::fabs(got_sum_sq[0][size_t(tile)] - want) <= 1e-5 * want) && bad++ < 5) {
-            ADD_FAILURE() << "sum of x^2 of tile " << tile << ": " << got_sum_sq[0][size_t(tile)] << ", want " << want;
+        std::vector<uint16_t> out_plain(static_cast<size_t>(n_in));
+        CHECK_CUDA(cudaMemcpy(out_plain.data(), out_a, size_t(n_in) * 2, cudaMemcpyDeviceToHost));
+        EXPECT_EQ(std::memcmp(out_plain.data(), got_out[0].data(), size_t(n_in) * 2), 0) << "the fold changed the attention's output";
+        int bad = 0;
+        for (int r = 0; r < c.d_model; ++r) {
+            const double b = c.bias ? double(from_bf16_bits(bias[size_t(r)])) : 0.0;
+            double ref = double(x0[size_t(r)]) + b, magnitude = std::fabs(x0[size_t(r)]) + std::fabs(b);
+            for (int i = 0; i < n_in; ++i) {
+                const double product = double(from_bf16_bits(w[size_t(r) * n_in + i])) * double(from_bf16_bits(out_plain[size_t(i)]));
+                ref += product;
+                magnitude += std::fabs(product);
+            }
+            const double got = got_x[0][size_t(r)];
+            if (!(std::fabs(got - ref) <= std::ldexp(magnitude, -18)) && bad++ < 5) ADD_FAILURE() << "x row " << r << ": " << got << ", want " << ref;
+            if (c.norm && got_h[0][size_t(r)] != to_bf16_bits(got_x[0][size_t(r)] * from_bf16_bits(norm_w[size_t(r)])) && bad++ < 5) {
+                ADD_FAILURE() << "h row " << r << ": " << from_bf16_bits(got_h[0][size_t(r)]) << ", want bf16 of " << got_x[0][size_t(r)] * from_bf16_bits(norm_w[size_t(r)]);
+            }
         }
+        for (int tile = 0; c.norm && tile < n_tile; ++tile) {
+            double want = 0.0;
+            for (int r = tile * 16; r < std::min(c.d_model, tile * 16 + 16); ++r) want += double(got_x[0][size_t(r)]) * got_x[0][size_t(r)];
+            if (!(std::fabs(got_sum_sq[0][size_t(tile)] - want) <= 1e-5 * want) && bad++ < 5) {
+                ADD_FAILURE() << "sum of x^2 of tile " << tile << ": " << got_sum_sq[0][size_t(tile)] << ", want " << want;
+            }
+        }
+        EXPECT_EQ(bad, 0) << bad << " of " << c.d_model << " rows off";
+        std::vector<int32_t> counters(base::kFdMaxCluster);
+        CHECK_CUDA(cudaMemcpy(counters.data(), oproj_counters_d, counters.size() * 4, cudaMemcpyDeviceToHost));
+        EXPECT_EQ(std::count(counters.begin(), counters.end(), 0), base::kFdMaxCluster) << "a row range's counter was left non-zero";
     }
-    EXPECT_EQ(bad, 0) << bad << " of " << c.d_model << " rows off";
-    std::vector<int32_t> counters(base::kFdMaxCluster);
-    CHECK_CUDA(cudaMemcpy(counters.data(), oproj_counters_d, counters.size() * 4, cudaMemcpyDeviceToHost));
-    EXPECT_EQ(std::count(counters.begin(), counters.end(), 0), base::kFdMaxCluster) << "a row range's counter was left non-zero";
     for (void *ptr : std::initializer_list<void *>{q_d, q_late_d, x0_d, x_d, sum_sq_d, w_d, bias_d, norm_w_d, k_d, v_d, h_d, positions_d, token_seq_d, tables_d,
                                                    seq_start_d, partial_d, oproj_partial_d, counters_d, oproj_counters_d, out_a, out_b}) {
         cudaFree(ptr);

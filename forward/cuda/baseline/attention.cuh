@@ -239,9 +239,9 @@ __device__ inline void fd_cluster_push(int n_split, int split, int n_out, int o,
 // the barrier is in the block's own shared memory, so no block waits for another to finish reading
 // it (pulling the states through distributed shared memory took two remote round trips and a second
 // cluster barrier).
-// OPROJ (knob attn_fd_oproj): the outputs also go to every block of the cluster, which then does
+// OPROJ (knob attn_fd_oproj, 1 or 2: how the slice was loaded): the outputs also go to every block of the cluster, which then does
 // o_proj (attention_oproj.cuh) with its weights' slice `oproj_slice`.
-template <int D, int G, int W, bool OPROJ = false>
+template <int D, int G, int W, int OPROJ = 0>
 __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, int head0, int split, FdShared<D, G, W> &sh,
                                          __nv_bfloat16 *out, int g = 0, const uint4 *oproj_slice = nullptr) {
     namespace cg = cooperative_groups;
@@ -276,16 +276,16 @@ __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, 
         }
         const __nv_bfloat16 rounded = __float2bfloat16_rn(value / sh.total[h]);
         out[(int64_t(t) * p.n_head + head0 + h) * D + o % D] = rounded;
-        if constexpr (OPROJ) fd_oproj_push<D, G>(n_split, o, __bfloat162float(rounded));
+        if constexpr (OPROJ != 0) fd_oproj_push<D, G>(n_split, o, __bfloat162float(rounded));
     }
-    if constexpr (OPROJ) fd_oproj_finish<D, G, W>(p.oproj, oproj_slice, g, p.n_head_kv, group * D, split, n_split);
+    if constexpr (OPROJ != 0) fd_oproj_finish<D, G, W, OPROJ>(p.oproj, oproj_slice, g, p.n_head_kv, group * D, split, n_split);
 }
 
 // The end of a flash-decoding block once every warp has written its state to `sh`: the warps are
 // combined in warp order, then either the bf16 output is written (one split) or the split's
 // partial, and the last block of (t, y) to arrive adds the splits in split order. y: the grid's
 // kv-head coordinate (the kv head where head_split is 1).
-template <int D, int G, int W = kFdWarps, bool CLUSTER = false, bool OPROJ = false>
+template <int D, int G, int W = kFdWarps, bool CLUSTER = false, int OPROJ = 0>
 __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, int y, int split, FdShared<D, G, W> &sh, float *partial,
                                        int32_t *counters, __nv_bfloat16 *out, const uint4 *oproj_slice = nullptr) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -423,7 +423,7 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
 // both load schedules whatever the build's knobs; SCATTER: knob attn_fd_scatter_scores (see the step
 // below), likewise.
 template <hp_dtype KV, int D, int G, bool PREFETCH, int W = kFdWarps, bool CLUSTER = false, int RING = HP_CUDA_ATTN_FD_RING,
-          int SCATTER = HP_CUDA_ATTN_FD_SCATTER_SCORES, bool OPROJ = false>
+          int SCATTER = HP_CUDA_ATTN_FD_SCATTER_SCORES, int OPROJ = 0>
 __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(W)) decode_attention_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                                                         const int32_t *token_seq, const int32_t *block_tables,
                                                                         const void *k_cache, const void *v_cache, float *partial,
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
     constexpr int kLanesPerRow = D / 8, kRowsPerLoad = 32 / kLanesPerRow, kStep = kRowsPerLoad * kFdUnroll;
     __shared__ FdShared<D, G, W> sh;
     static_assert(D % 8 == 0 && 32 % (D / 8) == 0, "d_head: 8 lanes of 16 bytes divide a warp");
-    static_assert(!OPROJ || (PREFETCH && CLUSTER), "attn_fd_oproj: one token's PREFETCH blocks in clusters (its slice is the dynamic shared memory)");
+    static_assert(OPROJ == 0 || (PREFETCH && CLUSTER), "attn_fd_oproj: one token's PREFETCH blocks in clusters (its slice is the dynamic shared memory)");
     fd_trace(p, 0);
     if constexpr (CLUSTER) fd_cluster_arrive_started();
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
@@ -538,7 +538,7 @@ __global__ void __launch_bounds__(W * 32, PREFETCH || G > 4 ? 1 : fd_min_blocks(
                                   : fd_early_step<PREFETCH>(alone, step_begin + warp, step_end, kStep, length);
     if (early) load_step(step_begin + warp, k_next, v_next, kClampTail ? kOlderRows : kAllRows);
     // Knob attn_fd_oproj: this block's slice of o_proj's weights streams from here on (after the K/V loads).
-    if constexpr (OPROJ) fd_oproj_load_slice(p.oproj, fd_ring, p.n_head * D, head0 * D, group * D, split, p.n_split);
+    if constexpr (OPROJ != 0) fd_oproj_load_slice<OPROJ>(p.oproj, fd_ring, p.n_head * D, head0 * D, group * D, split, p.n_split);
     // Knob attn_fd_launch_early (PREFETCH variants): the kernel after it (o_proj) may launch once this
     // block's first K/V loads are asked for, so that its weights stream while this kernel waits and
     // reduces; otherwise it launches after the warp steps (below).

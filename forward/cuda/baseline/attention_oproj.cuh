@@ -5,9 +5,9 @@
 // The splits of kv head g run as one cluster of n_split blocks (attn_fd_cluster); block `split` of it
 // owns rows [split * R, (split + 1) * R) of o_proj (R = d_model / n_split) and g's columns, the
 // group * D attention outputs of g's query heads. Before griddepcontrol.wait each block asks for that
-// R x group * D slice of the weights by cp.async into its dynamic shared memory (128 KB at
-// llama-3.2-1b's 2048 / 8 rows x 4 x 64 columns), so the weights stream while the q/k/v projection
-// finishes and the block waits, attends and reduces. After the cluster's combination every block
+// R x group * D slice of the weights (128 KB at llama-3.2-1b's 2048 / 8 rows x 4 x 64 columns) into
+// its dynamic shared memory, by cp.async (knob value 1) or by bulk copies (2), so the weights stream
+// while the q/k/v projection finishes and the block waits, attends and reduces. After the cluster's combination every block
 // pushes its share of g's outputs, rounded to bf16 as the o_proj GEMV would read them, to every block
 // of the cluster; after a second cluster barrier each block multiplies its slice by g's outputs (a
 // warp takes 32 rows, each lane 8 columns at a time, then a reduce-scatter over the lanes leaves row
@@ -40,6 +40,7 @@
 namespace hp_cuda_baseline {
 
 constexpr bool kFdOProj = HP_CUDA_ATTN_FD_OPROJ != 0;
+constexpr int kFdOProjMode = kFdOProj ? HP_CUDA_ATTN_FD_OPROJ : 1;  // the plugin's OPROJ kernels' template argument (compiled only with the knob on)
 
 // What the kernel needs to do o_proj (null w: not folded; the kernel writes its bf16 output for the
 // o_proj launch).
@@ -60,16 +61,38 @@ __host__ __device__ constexpr size_t fd_oproj_shared_bytes(int d_model, int n_sp
     return size_t(fd_oproj_rows(d_model, n_split)) * size_t(columns) * 2;
 }
 
-// Before the wait: this block's slice of the weights into `slice` (rows of `columns` bf16), 16 bytes a
-// cp.async, one commit group.
+// The mbarrier the slice's bulk copies complete on (attn_fd_oproj 2; allocated only in kernels that call it).
+__device__ inline uint64_t *fd_oproj_bar() {
+    __shared__ uint64_t bar;
+    return &bar;
+}
+
+// Before the wait: this block's slice of the weights into `slice` (rows of `columns` bf16). MODE 1: 16
+// bytes a cp.async from every thread, one commit group. MODE 2: one bulk copy (the TMA engine) a row,
+// asked by warp 0's lanes, completing on fd_oproj_bar(): the copies take the other warps no issue slots
+// and the SM no per-thread requests in flight.
+template <int MODE>
 __device__ inline void fd_oproj_load_slice(const FdOProj &o, uint4 *slice, int n_in, int column0, int columns, int split, int n_split) {
-    const int rows = fd_oproj_rows(o.d_model, n_split), chunks = columns / 8, n = rows * chunks;
+    const int rows = fd_oproj_rows(o.d_model, n_split), chunks = columns / 8;
     const __nv_bfloat16 *from = o.w + int64_t(split) * rows * n_in + column0;
-    for (int i = int(threadIdx.x); i < n; i += int(blockDim.x)) {
-        const int r = i / chunks, c = i - r * chunks;
-        fd_cp_async16(slice + i, from + int64_t(r) * n_in + c * 8);
+    if constexpr (MODE == 2) {
+        if (threadIdx.x >= 32) return;
+        uint64_t *bar = fd_oproj_bar();
+        if (threadIdx.x == 0) {
+            hp_cuda_gemv::mbarrier_init(bar, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            hp_cuda_gemv::mbarrier_arrive_expect_tx(bar, uint32_t(fd_oproj_shared_bytes(o.d_model, n_split, columns)));
+        }
+        __syncwarp();
+        for (int r = int(threadIdx.x); r < rows; r += 32) hp_cuda_gemv::bulk_copy(slice + r * chunks, from + int64_t(r) * n_in, uint32_t(columns) * 2, bar);
+    } else {
+        const int n = rows * chunks;
+        for (int i = int(threadIdx.x); i < n; i += int(blockDim.x)) {
+            const int r = i / chunks, c = i - r * chunks;
+            fd_cp_async16(slice + i, from + int64_t(r) * n_in + c * 8);
+        }
+        hp_cuda_gemv::cp_async_commit();
     }
-    hp_cuda_gemv::cp_async_commit();
 }
 
 // The kv head's attention outputs every block of the cluster receives (group * D values, bf16-rounded).
@@ -106,12 +129,16 @@ __device__ inline void fd_oproj_reduce_scatter(float (&v)[32], int lane) {
 // The fold's end, every thread of the block after fd_oproj_push: the cluster barrier, the slice's
 // product with g's outputs into o.partial, then the last block of this row range writes x (and h,
 // sum_sq). `columns`: group * D, at most the kernel's G * D.
-template <int D, int G, int W>
+template <int D, int G, int W, int MODE>
 __device__ inline void fd_oproj_finish(const FdOProj &o, const uint4 *slice, int g, int n_head_kv, int columns, int split, int n_split) {
     namespace cg = cooperative_groups;
     cg::this_cluster().sync();  // every block's outputs are in every inbox
-    hp_cuda_gemv::cp_async_wait<0>();
-    __syncthreads();  // every thread's copies of the slice have landed
+    if constexpr (MODE == 2) {
+        hp_cuda_gemv::mbarrier_wait(fd_oproj_bar(), 0);  // the slice's bytes have landed (the barrier's first phase)
+    } else {
+        hp_cuda_gemv::cp_async_wait<0>();
+        __syncthreads();  // every thread's copies of the slice have landed
+    }
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int rows = fd_oproj_rows(o.d_model, n_split), row0 = split * rows, chunks = columns / 8;
     constexpr int kChunksPerLane = (G * D / 8 + 31) / 32;

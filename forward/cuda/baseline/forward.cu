@@ -874,8 +874,9 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                                 return oproj_done = fd_oproj_prepare_shared(kernel, bytes) && launch(cluster, kernel, W, bytes);
                             };
                             constexpr int R = HP_CUDA_ATTN_FD_RING, S = HP_CUDA_ATTN_FD_SCATTER_SCORES;
-                            if (block_group <= 4 ? with_oproj(decode_attention_kernel<KV, D, 4, true, W, true, R, S, true>)
-                                                 : with_oproj(decode_attention_kernel<KV, D, kMaxGroup, true, W, true, R, S, true>)) {
+                            constexpr int O = kFdOProjMode;
+                            if (block_group <= 4 ? with_oproj(decode_attention_kernel<KV, D, 4, true, W, true, R, S, O>)
+                                                 : with_oproj(decode_attention_kernel<KV, D, kMaxGroup, true, W, true, R, S, O>)) {
                                 return true;
                             }
                         }

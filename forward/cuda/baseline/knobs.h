@@ -447,7 +447,7 @@ static_assert(HP_CUDA_ATTN_FD_SPLIT_BALANCE == 0 || HP_CUDA_ATTN_FD_SPLIT_BALANC
 static_assert(HP_CUDA_ATTN_FD_HEAD_SPLIT == 1 || HP_CUDA_ATTN_FD_HEAD_SPLIT == 2 || HP_CUDA_ATTN_FD_HEAD_SPLIT == 4, "attn_fd_head_split: 1, 2 or 4");
 static_assert(HP_CUDA_ATTN_FD_LAUNCH_EARLY == 0 || HP_CUDA_ATTN_FD_LAUNCH_EARLY == 1, "attn_fd_launch_early: 0 or 1");
 static_assert(HP_CUDA_ATTN_FD_HEAD == 0 || HP_CUDA_ATTN_FD_HEAD == 1, "attn_fd_head: 0 or 1");
-static_assert(HP_CUDA_ATTN_FD_OPROJ == 0 || HP_CUDA_ATTN_FD_OPROJ == 1, "attn_fd_oproj: 0 or 1");
+static_assert(HP_CUDA_ATTN_FD_OPROJ >= 0 && HP_CUDA_ATTN_FD_OPROJ <= 2, "attn_fd_oproj: 0, 1 or 2");
 static_assert(HP_CUDA_ATTN_FD_SCATTER_SCORES >= 0 && HP_CUDA_ATTN_FD_SCATTER_SCORES <= 2, "attn_fd_scatter_scores: 0, 1 or 2");
 static_assert(HP_CUDA_SKINNY_HEAD == 0 || HP_CUDA_SKINNY_HEAD == 1, "skinny_head: 0 or 1");
 static_assert(HP_CUDA_SKINNY_STAGES >= 2 && HP_CUDA_SKINNY_STAGES <= 8, "skinny_stages: 2..8 (the ring's size is checked in gemm_skinny.cuh)");
