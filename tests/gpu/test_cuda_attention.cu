@@ -1147,6 +1147,22 @@ TEST(CudaDecodeAttention, HeadFoldMatchesHeadKernelThenAttention) {
 // counters set back to zero). With `dependent` the kernel is a programmatic dependent launch behind a
 // kernel that writes q and x only 1 ms later (NaN until then): reading either before
 // griddepcontrol.wait would show.
+// Every SM's shared memory set to NaN bits (0xff): one block of the device's largest dynamic shared
+// memory on each SM, so that what a later kernel finds there is not an earlier kernel's slice.
+__global__ void poison_shared_kernel(int words) {
+    extern __shared__ uint32_t poisoned[];
+    for (int i = int(threadIdx.x); i < words; i += int(blockDim.x)) poisoned[i] = 0xffffffffu;
+}
+void poison_shared_memory() {
+    int device = 0, optin = 0, sms = 0;
+    CHECK_CUDA(cudaGetDevice(&device));
+    CHECK_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CHECK_CUDA(cudaFuncSetAttribute(poison_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    poison_shared_kernel<<<sms, 1024, size_t(optin)>>>(optin / 4);
+    CHECK_CUDA(cudaGetLastError());
+}
+
 struct OProjCase {
     int n_head, n_head_kv, d_head, d_model;
     int n_split = 0;  // 0: decode_attention_splits()
@@ -1235,8 +1251,11 @@ void run_oproj_case(const OProjCase &c, uint32_t seed) {
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaDeviceSynchronize());
 
-    // B: with it, twice, in each way of loading the slice.
-    for (int mode = 1; mode <= 2; ++mode) {
+    // B: with it, twice, in each way of loading the slice (bulk copies first; every SM's shared memory
+    // poisoned before each run, so that a slice read before it landed shows); both ways the same bits.
+    std::vector<float> x_of_mode[3];
+    std::vector<uint16_t> h_of_mode[3];
+    for (int mode : {2, 1}) {
         SCOPED_TRACE(mode == 1 ? "slice by cp.async (attn_fd_oproj 1)" : "slice by bulk copies (attn_fd_oproj 2)");
         base::DecodeAttentionParams po = p;
         po.oproj.w = reinterpret_cast<const __nv_bfloat16 *>(w_d);
@@ -1260,6 +1279,7 @@ void run_oproj_case(const OProjCase &c, uint32_t seed) {
             CHECK_CUDA(cudaMemcpy(h_d, std::vector<uint16_t>(size_t(c.d_model), 0x7fc0).data(), size_t(c.d_model) * 2, cudaMemcpyHostToDevice));
             CHECK_CUDA(cudaMemcpy(sum_sq_d, std::vector<float>(size_t(n_tile), nan).data(), size_t(n_tile) * 4, cudaMemcpyHostToDevice));
             CHECK_CUDA(cudaMemcpy(x_d, c.dependent ? std::vector<float>(x0.size(), nan).data() : x0.data(), x0.size() * 4, cudaMemcpyHostToDevice));
+            poison_shared_memory();
             CHECK_CUDA(cudaDeviceSynchronize());
             if (c.dependent) {
                 cudaMemsetAsync(q_late_d, 0xff, q.size() * sizeof(float), stream);
@@ -1316,7 +1336,10 @@ void run_oproj_case(const OProjCase &c, uint32_t seed) {
         std::vector<int32_t> counters(base::kFdMaxCluster);
         CHECK_CUDA(cudaMemcpy(counters.data(), oproj_counters_d, counters.size() * 4, cudaMemcpyDeviceToHost));
         EXPECT_EQ(std::count(counters.begin(), counters.end(), 0), base::kFdMaxCluster) << "a row range's counter was left non-zero";
+        x_of_mode[mode] = got_x[0];
+        h_of_mode[mode] = got_h[0];
     }
+    EXPECT_TRUE(x_of_mode[1] == x_of_mode[2] && h_of_mode[1] == h_of_mode[2]) << "the two ways of loading the slice gave different bits";
     for (void *ptr : std::initializer_list<void *>{q_d, q_late_d, x0_d, x_d, sum_sq_d, w_d, bias_d, norm_w_d, k_d, v_d, h_d, positions_d, token_seq_d, tables_d,
                                                    seq_start_d, partial_d, oproj_partial_d, counters_d, oproj_counters_d, out_a, out_b}) {
         cudaFree(ptr);
@@ -1326,8 +1349,8 @@ void run_oproj_case(const OProjCase &c, uint32_t seed) {
 // llama-3.2-1b's batch 1 (32/8 heads, d_head 64, 2048 rows, the plugin's split count: 8 rows ranges of
 // 256) with and without the norm, with a bias, under a dependent launch; a rows range of two warp
 // rounds (512 rows), d_head 128 (two column chunks a lane), group 8 at d_head 32, group 1 (fewer
-// column chunks than lanes), group 3, and 17 positions (splits with no positions). Group 1 runs
-// llama's kernel with a 4 KB slice and the last case runs it with 128 KB again: the shared-memory
+// column chunks than lanes), group 3, and 17 positions (splits with no positions). Groups 1 and 3 run
+// llama's kernel with 4 and 72 KB slices and the last case runs it with 128 KB again: the shared-memory
 // attribute must not have been lowered in between (it was, until the first run on a GPU: the last
 // launch failed with an invalid value, as a plugin's would on a shorter sequence after a longer one).
 TEST(CudaDecodeAttention, OProjFoldMatchesAttentionThenProjection) {

@@ -332,7 +332,10 @@ __device__ inline void fd_block_finish(const DecodeAttentionParams &p, int t, in
     }
     if (HP_CUDA_ATTN_TRACE) __syncthreads();
     fd_trace(p, 4);
-    if (p.n_split == 1) return;
+    if (p.n_split == 1) {
+        if constexpr (OPROJ != 0) __trap();  // the host folds o_proj only into 2..attn_fd_cluster splits: the slice would be left landing
+        return;
+    }
     if constexpr (CLUSTER) {
         fd_cluster_finish<D, G, W, OPROJ>(p, t, head0, split, sh, out, fd_block_kv_head(p, y), oproj_slice);
         return;

@@ -28,8 +28,8 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <tuple>
-#include <utility>
 
 #include <hotpass/forward_abi.h>
 
@@ -200,26 +200,25 @@ __device__ inline void fd_oproj_finish(const FdOProj &o, const uint4 *slice, int
 
 // Host: whether `kernel` (an OPROJ variant) takes `bytes` of dynamic shared memory beside its static
 // shared memory on this device, its attribute raised where it does. The fit is asked once per (kernel,
-// bytes, device), so that a slice that does not fit costs a step no failed call. The attribute is a
-// ceiling and only ever raised: set to a smaller slice (more splits, a longer sequence) after a larger
-// one, a later launch of the larger would fail.
+// bytes, device), so that a slice that does not fit costs a step no failed call. The attribute is the
+// process's, a ceiling, and only ever raised (read back and set under one lock): set to a smaller slice
+// (more splits, a longer sequence) after a larger one, a later launch of the larger would fail.
 template <typename... Params>
 bool fd_oproj_prepare_shared(void (*kernel)(Params...), size_t bytes) {
     static thread_local std::map<std::tuple<const void *, size_t, int>, bool> known;
-    static thread_local std::map<std::pair<const void *, int>, size_t> ceiling;
+    static std::mutex raising;
     int device = 0;
     cudaGetDevice(&device);
     const auto key = std::make_tuple(reinterpret_cast<const void *>(kernel), bytes, device);
     if (const auto it = known.find(key); it != known.end()) return it->second;
+    const std::lock_guard<std::mutex> lock(raising);
     cudaFuncAttributes attributes{};
     int optin = 0;
     bool fits = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess &&
                 cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess &&
                 attributes.sharedSizeBytes + bytes <= size_t(optin);
-    size_t &raised = ceiling[{reinterpret_cast<const void *>(kernel), device}];
-    if (fits && bytes > raised) {
+    if (fits && bytes > size_t(attributes.maxDynamicSharedSizeBytes)) {
         fits = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) == cudaSuccess;
-        if (fits) raised = bytes;
     }
     if (!fits) cudaGetLastError();  // nothing launched; the caller takes the plain kernel
     return known[key] = fits;
