@@ -1138,15 +1138,6 @@ TEST(CudaDecodeAttention, HeadFoldMatchesHeadKernelThenAttention) {
     }
 }
 
-// Knob attn_fd_oproj (attention_oproj.cuh): the single-token kernel in clusters with o_proj folded in,
-// against the same kernel without it and then o_proj in float64 on the host over that kernel's bf16
-// output. The attention output must be the same bits; x must be x0 + bias + W a to 2^-18 of x0's, the bias's and
-// the products' magnitudes (float32 sums of bf16 products); h must be bf16(x * norm weight) of the
-// kernel's own x, exactly, and each 16-row tile's sum of x^2 within 1e-5 relative. Every run starts from
-// NaN outputs and x0; a second run must give the same bits (whichever kv head arrives last; the
-// counters set back to zero). With `dependent` the kernel is a programmatic dependent launch behind a
-// kernel that writes q and x only 1 ms later (NaN until then): reading either before
-// griddepcontrol.wait would show.
 // Every SM's shared memory set to NaN bits (0xff): one block of the device's largest dynamic shared
 // memory on each SM, so that what a later kernel finds there is not an earlier kernel's slice.
 __global__ void poison_shared_kernel(int words) {
@@ -1163,6 +1154,15 @@ void poison_shared_memory() {
     CHECK_CUDA(cudaGetLastError());
 }
 
+// Knob attn_fd_oproj (attention_oproj.cuh): the single-token kernel in clusters with o_proj folded in,
+// against the same kernel without it and then o_proj in float64 on the host over that kernel's bf16
+// output. The attention output must be the same bits; x must be x0 + bias + W a to 2^-18 of x0's, the
+// bias's and the products' magnitudes (float32 sums of bf16 products); h must be bf16(x * norm weight)
+// of the kernel's own x, exactly, and each 16-row tile's sum of x^2 within 1e-5 relative. Every run
+// starts from NaN outputs and x0; a second run must give the same bits (whichever kv head arrives last;
+// the counters set back to zero). With `dependent` the kernel is a programmatic dependent launch behind
+// a kernel that writes q and x only 1 ms later (NaN until then): reading either before
+// griddepcontrol.wait would show.
 struct OProjCase {
     int n_head, n_head_kv, d_head, d_model;
     int n_split = 0;  // 0: decode_attention_splits()

@@ -239,8 +239,8 @@ __device__ inline void fd_cluster_push(int n_split, int split, int n_out, int o,
 // the barrier is in the block's own shared memory, so no block waits for another to finish reading
 // it (pulling the states through distributed shared memory took two remote round trips and a second
 // cluster barrier).
-// OPROJ (knob attn_fd_oproj, 1 or 2: how the slice was loaded): the outputs also go to every block of the cluster, which then does
-// o_proj (attention_oproj.cuh) with its weights' slice `oproj_slice`.
+// OPROJ (knob attn_fd_oproj, 1 or 2: how the slice was loaded): the outputs also go to every block of
+// the cluster, which then does o_proj (attention_oproj.cuh) with its weights' slice `oproj_slice`.
 template <int D, int G, int W, int OPROJ = 0>
 __device__ inline void fd_cluster_finish(const DecodeAttentionParams &p, int t, int head0, int split, FdShared<D, G, W> &sh,
                                          __nv_bfloat16 *out, int g = 0, const uint4 *oproj_slice = nullptr) {

@@ -7,16 +7,17 @@
 // group * D attention outputs of g's query heads. Before griddepcontrol.wait each block asks for that
 // R x group * D slice of the weights (128 KB at llama-3.2-1b's 2048 / 8 rows x 4 x 64 columns) into
 // its dynamic shared memory, by cp.async (knob value 1) or by bulk copies (2), so the weights stream
-// while the q/k/v projection finishes and the block waits, attends and reduces. After the cluster's combination every block
-// pushes its share of g's outputs, rounded to bf16 as the o_proj GEMV would read them, to every block
-// of the cluster; after a second cluster barrier each block multiplies its slice by g's outputs (a
-// warp takes 32 rows, each lane 8 columns at a time, then a reduce-scatter over the lanes leaves row
-// r0 + lane's sum in lane `lane`) and writes that kv head's partial of its rows. The last of the
-// n_head_kv blocks of a row range to arrive (atomic counter, set back to zero for the next step) adds
-// the kv heads' partials in kv-head order, then the bias and the residual, and writes what the o_proj
-// GEMV's accumulate epilogue writes (gemv.cuh store_element): x, and with norm_out the next norm's
-// operand h = bf16(x * w) and the sums of x^2 per 16-row tile. Deterministic: the same sums in the
-// same order whichever block arrives last. Not the GEMV's summation order, so not its bits.
+// while the q/k/v projection finishes and the block waits, attends and reduces. After the cluster's
+// combination every block pushes its share of g's outputs, rounded to bf16 as the o_proj GEMV would
+// read them, to every block of the cluster; after a second cluster barrier each block multiplies its
+// slice by g's outputs (a warp takes 32 rows, each lane 8 columns at a time, then a reduce-scatter
+// over the lanes leaves row r0 + lane's sum in lane `lane`) and writes that kv head's partial of its
+// rows. The last of the n_head_kv blocks of a row range to arrive (atomic counter, set back to zero
+// for the next step) adds the kv heads' partials in kv-head order, then the bias and the residual, and
+// writes what the o_proj GEMV's accumulate epilogue writes (gemv.cuh store_element): x, and with
+// norm_out the next norm's operand h = bf16(x * w) and the sums of x^2 per 16-row tile. Deterministic:
+// the same sums in the same order whichever block arrives last. Not the GEMV's summation order, so not
+// its bits.
 //
 // Only for one token, PREFETCH blocks in clusters, one block a GQA group (attention.cuh; the host's
 // attention_folds_oproj checks the rest: a slice that fits shared memory, R a multiple of 32).
