@@ -3,6 +3,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "hotpass/backend/backend.h"
 #include "hotpass/backend/cuda_check.h"
@@ -141,6 +144,18 @@ private:
     unsigned long long *checksum_out_ = nullptr;
 };
 
+// Why no CUDA device answers, in the words a user can act on, or "" when cudaGetDeviceCount's
+// status is another failure (then reported as it is).
+std::string no_device_reason(cudaError_t counted, int count) {
+    constexpr int major = CUDART_VERSION / 1000, minor = CUDART_VERSION % 1000 / 10;
+    if (counted == cudaErrorInsufficientDriver)
+        return fmt::format("no NVIDIA driver for CUDA {}.{} or newer is loaded (cudaErrorInsufficientDriver: none is "
+                           "installed, or an older one)", major, minor);
+    if (counted == cudaErrorNoDevice || (counted == cudaSuccess && count == 0))
+        return "the NVIDIA driver sees no GPU (cudaErrorNoDevice; check CUDA_VISIBLE_DEVICES and nvidia-smi)";
+    return "";
+}
+
 }  // namespace
 
 bool built_with_cuda() { return true; }
@@ -156,7 +171,12 @@ bool cuda_available() {
 
 Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
     int count = 0;
-    HP_TRY(cuda_status(cudaGetDeviceCount(&count), "cudaGetDeviceCount"));
+    const cudaError_t counted = cudaGetDeviceCount(&count);
+    if (const std::string reason = no_device_reason(counted, count); !reason.empty()) {
+        cudaGetLastError();
+        return error("no CUDA device: {}. `--device cpu` runs on the CPU.", reason);
+    }
+    HP_TRY(cuda_status(counted, "cudaGetDeviceCount"));
     if (device_index < 0 || device_index >= count) return error("CUDA device {} does not exist ({} present)", device_index, count);
     HP_TRY(cuda_status(cudaSetDevice(device_index), "cudaSetDevice"));
     HP_TRY(cuda_status(cudaFree(nullptr), "creating the CUDA context"));
