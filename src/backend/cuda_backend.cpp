@@ -146,12 +146,12 @@ private:
 
 // Why no CUDA device answers, in the words a user can act on, or "" when cudaGetDeviceCount's
 // status is another failure (then reported as it is).
-std::string no_device_reason(cudaError_t counted, int count) {
+std::string no_device_reason(cudaError_t counted) {
     constexpr int major = CUDART_VERSION / 1000, minor = CUDART_VERSION % 1000 / 10;
     if (counted == cudaErrorInsufficientDriver)
         return fmt::format("no NVIDIA driver for CUDA {}.{} or newer is loaded (cudaErrorInsufficientDriver: none is "
                            "installed, or an older one)", major, minor);
-    if (counted == cudaErrorNoDevice || (counted == cudaSuccess && count == 0))
+    if (counted == cudaErrorNoDevice)
         return "the NVIDIA driver sees no GPU (cudaErrorNoDevice; check CUDA_VISIBLE_DEVICES and nvidia-smi)";
     return "";
 }
@@ -172,7 +172,7 @@ bool cuda_available() {
 Result<std::unique_ptr<Backend>> create_cuda_backend(int device_index) {
     int count = 0;
     const cudaError_t counted = cudaGetDeviceCount(&count);
-    if (const std::string reason = no_device_reason(counted, count); !reason.empty()) {
+    if (const std::string reason = no_device_reason(counted); !reason.empty()) {
         cudaGetLastError();
         return error("no CUDA device: {}. `--device cpu` runs on the CPU.", reason);
     }
