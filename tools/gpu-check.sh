@@ -19,12 +19,12 @@
 #        test binary, default 300)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-GPU_TESTS="test_synthetic_device test_cuda_reference test_cuda_baseline test_cuda_gemv test_cuda_gemv_l2 test_cuda_attention test_cuda_attention_held test_cuda_attention_tail test_cuda_attention_butterfly test_cuda_moe test_cuda_moe_dyn test_cuda_moe_barrier test_adversarial_cuda"
+GPU_TESTS="test_synthetic_device test_cuda_reference test_cuda_baseline test_cuda_norm test_cuda_gemv test_cuda_gemv_l2 test_cuda_attention test_cuda_attention_held test_cuda_attention_tail test_cuda_attention_butterfly test_cuda_moe test_cuda_moe_dyn test_cuda_moe_barrier test_adversarial_cuda"
 
 if [ "${1:-}" = --stage ]; then
   from=${HOTPASS_STAGE_FROM:-$ROOT/build/cuda} stage=${HOTPASS_STAGE_DIR:-$ROOT/build/gpu-stage}
   rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib/hotpass/forward" "$stage/runtime-libs"
-  for b in hotpass hotpass_bench_gpu_decode hotpass_bench_gpu_stream_probe $GPU_TESTS; do
+  for b in hotpass hotpass_bench_gpu_decode hotpass_bench_gpu_stream_probe hotpass_bench_gpu_gemm_probe $GPU_TESTS; do
     if [ -x "$from/bin/$b" ]; then strip -o "$stage/bin/$b" "$from/bin/$b"; else echo "not built, not staged: $b"; fi
   done
   for so in "$from"/lib/hotpass/forward/*.so; do strip --strip-debug -o "$stage/lib/hotpass/forward/$(basename "$so")" "$so"; done

@@ -288,10 +288,25 @@ void set_input(const BaselineState &state, hp_cuda_gemv::Params &p, const __nv_b
 }
 
 // out[r] = bf16(RMSNorm(x[rows ? rows[r] : r]) * weight): the input of projections that cannot fold it.
-void rms_norm(BaselineState &state, const hp_tensor &weight, const int32_t *rows, int n_row, __nv_bfloat16 *out) {
+// With `embed`, the first layer's: x filled from the embedding table first (kernels.cuh launch_rms_norm).
+void rms_norm(BaselineState &state, const hp_tensor &weight, const int32_t *rows, int n_row, __nv_bfloat16 *out,
+              const NormEmbed *embed = nullptr) {
     const hp_config &c = state.model->config;
-    hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(n_row), dim3(HP_CUDA_NORM_THREADS), 0, state.stream, state.act.x, rows, out, c.d_model,
-                             weight.dtype, weight.data, c.norm_eps);
+    launch_rms_norm(HP_CUDA_NORM_VEC, state.stream, state.act.x, rows, n_row, c.d_model, out, weight.dtype, weight.data, c.norm_eps, embed);
+}
+
+// The step's first launch: the embedding rows of `token_ids` into x, the first layer's norm of them into h, and
+// (with seq_token_start) the token -> sequence map.
+void embed_and_norm(BaselineState &state, const int32_t *token_ids, int n_token, const int32_t *seq_token_start, int n_seq) {
+    const hp_model &model = *state.model;
+    NormEmbed embed;
+    embed.token_ids = token_ids;
+    embed.dtype = model.token_embd.dtype;
+    embed.table = model.token_embd.data;
+    embed.seq_token_start = seq_token_start;
+    embed.n_seq = n_seq;
+    embed.token_seq = state.act.token_seq;
+    rms_norm(state, model.layers[0].attn_norm, nullptr, n_token, state.act.h, &embed);
 }
 
 // Y[n_row][n_out] (f32) = X W^T + bias, or Y += X W^T + bias (accumulate): the GEMV for decode
@@ -541,10 +556,8 @@ bool prepare_step_kernel(BaselineState &state) {
 bool persistent_step(BaselineState &state, const hp_batch &batch, hp_output &out) {
     const hp_model &model = *state.model;
     const hp_config &c = model.config;
-    const Activations &a = state.act;
     cudaMemsetAsync(state.step_barrier, 0, sizeof(unsigned), state.stream);
-    embed_kernel<<<1, 256, 0, state.stream>>>(a.x, batch.token_ids, model.token_embd.dtype, model.token_embd.data, c.d_model);
-    rms_norm(state, model.layers[0].attn_norm, nullptr, 1, a.h);
+    embed_and_norm(state, batch.token_ids, 1, nullptr, 0);
     hp_cuda_step::StepParams p;
     p.ops = state.step_ops;
     p.n_op = int(state.step_ops_host.size());
@@ -1119,8 +1132,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         }
         return ok ? HP_OK : HP_ERR_INVALID;
     }
-    token_seq_kernel<<<blocks_for(batch->n_seq, 64), 64, 0, state.stream>>>(batch->seq_token_start, batch->n_seq, a.token_seq);
-    embed_kernel<<<n_token, 256, 0, state.stream>>>(a.x, batch->token_ids, model.token_embd.dtype, model.token_embd.data, c.d_model);
+    embed_and_norm(state, batch->token_ids, n_token, batch->seq_token_start, batch->n_seq);
     bool ok = true;
     // RMSNorm folded into the GEMVs (gemv.cuh): `folded` says a.h and a.sum_sq already hold the next
     // norm's operand and partial sums (written by the last residual GEMV).
@@ -1135,7 +1147,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         const hp_layer &w = model.layers[layer];
         const LayerMatrices &m = state.layers[size_t(layer)];
         const FoldedNorm *attn_norm = folded ? &folded_norm : nullptr;
-        if (!folded && !normed) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
+        if (layer > 0 && !folded && !normed) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
         bool head_done = false;  // the q/k/v launch did the head kernel's work
         if (HP_CUDA_GEMV_FUSE && (use_gemv(state, n_token) || qkv_skinny) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
             // q, k and v read the same input: one launch. Their biases, norms, RoPE and the KV write

@@ -94,6 +94,81 @@ __global__ void __launch_bounds__(HP_CUDA_NORM_THREADS) rms_norm_bf16_kernel(con
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[int64_t(r) * n + i] = __float2bfloat16_rn(in[i] * scale * load(w_dtype, weight, i));
 }
 
+// RMSNorm with the row in registers (knob norm_vec): out[r] = bf16(x[src] / sqrt(mean(x[src]^2) + eps) * weight)
+// as rms_norm_bf16_kernel, each thread holding kChunks chunks of 4 elements (element 4 (c * blockDim.x + thread)
+// onwards of chunk c), so that a row is read once by 16-byte loads all in flight together, and the norm weight is
+// read before the wait (the plugin's, constant). Needs n % 4 == 0, x and out 16- and 8-byte aligned, and
+// n <= 4 * kChunks * blockDim.x (launch_rms_norm checks).
+// kEmbed: the first layer's norm with the embedding lookup and the token -> sequence map folded in (one launch
+// for what token_seq_kernel, embed_kernel and this kernel do): row r is embedding row token_ids[r], also
+// written to x[r]; with seq_token_start, thread s of the grid writes token_seq for sequence s's tokens.
+struct NormEmbed {
+    const int32_t *token_ids = nullptr;
+    hp_dtype dtype = HP_DTYPE_BF16;
+    const void *table = nullptr;
+    const int32_t *seq_token_start = nullptr;  // optional: [n_seq + 1]
+    int n_seq = 0;
+    int32_t *token_seq = nullptr;
+};
+
+template <int kChunks, bool kEmbed>
+__global__ void __launch_bounds__(HP_CUDA_NORM_THREADS) rms_norm_rows_kernel(float *x, const int32_t *rows, __nv_bfloat16 *out, int n,
+                                                                             hp_dtype w_dtype, const void *weight, float eps, NormEmbed embed) {
+    hp_cuda_gemv::launch_dependents();  // the GEMV after it may start streaming its weights
+    float w[kChunks][4];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+        const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) w[c][k] = i < n ? load(w_dtype, weight, i + k) : 0.0f;
+    }
+    hp_cuda_gemv::wait_for_previous_grid();
+    const int r = blockIdx.x;
+    if constexpr (kEmbed) {
+        if (embed.seq_token_start) {
+            const int s = int(blockIdx.x * blockDim.x + threadIdx.x);
+            if (s < embed.n_seq) {
+                for (int t = embed.seq_token_start[s]; t < embed.seq_token_start[s + 1]; ++t) embed.token_seq[t] = s;
+            }
+        }
+    }
+    float4 v[kChunks];
+    if constexpr (kEmbed) {
+        const int64_t src = int64_t(embed.token_ids[r]) * n;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+            const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
+            v[c] = i < n ? make_float4(load(embed.dtype, embed.table, src + i), load(embed.dtype, embed.table, src + i + 1),
+                                       load(embed.dtype, embed.table, src + i + 2), load(embed.dtype, embed.table, src + i + 3))
+                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (i < n) *reinterpret_cast<float4 *>(x + int64_t(r) * n + i) = v[c];
+        }
+    } else {
+        const float *in = x + int64_t(rows ? rows[r] : r) * n;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+            const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
+            v[c] = i < n ? *reinterpret_cast<const float4 *>(in + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) sum_sq += v[c].x * v[c].x + v[c].y * v[c].y + v[c].z * v[c].z + v[c].w * v[c].w;
+    sum_sq = block_sum(sum_sq);
+    const float scale = rsqrtf(sum_sq / float(n) + eps);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+        const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
+        if (i >= n) continue;
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(v[c].x * scale * w[c][0], v[c].y * scale * w[c][1]);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(v[c].z * scale * w[c][2], v[c].w * scale * w[c][3]);
+        uint2 packed;
+        packed.x = *reinterpret_cast<const uint32_t *>(&lo);
+        packed.y = *reinterpret_cast<const uint32_t *>(&hi);
+        *reinterpret_cast<uint2 *>(out + int64_t(r) * n + i) = packed;
+    }
+}
+
 // y[r][o] += b[o] over n_row rows of n_out.
 __global__ void add_bias_kernel(float *y, int n_out, int64_t n, hp_dtype b_dtype, const void *b) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -104,6 +179,56 @@ __global__ void token_seq_kernel(const int32_t *seq_token_start, int n_seq, int3
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= n_seq) return;
     for (int t = seq_token_start[s]; t < seq_token_start[s + 1]; ++t) token_seq[t] = s;
+}
+
+// Chunks of 4 elements a thread of rms_norm_rows_kernel holds for rows of n elements (1, 2, 4 or 8), 0 where that
+// kernel cannot take them (n not a multiple of 4, misaligned rows, or more than 32 elements a thread).
+inline int norm_row_chunks(int n, int threads, const void *x, const void *out) {
+    if (n <= 0 || n % 4 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 8 != 0) return 0;
+    const int needed = (n + 4 * threads - 1) / (4 * threads);
+    for (int chunks = 1; chunks <= 8; chunks *= 2) {
+        if (needed <= chunks) return chunks;
+    }
+    return 0;
+}
+
+template <bool kEmbed>
+void launch_rms_norm_rows(int chunks, cudaStream_t stream, float *x, const int32_t *rows, int n_row, int n, __nv_bfloat16 *out,
+                          hp_dtype w_dtype, const void *weight, float eps, const NormEmbed &embed) {
+    const dim3 grid{unsigned(n_row)}, block{unsigned(HP_CUDA_NORM_THREADS)};
+    switch (chunks) {
+        case 1: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<1, kEmbed>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed); break;
+        case 2: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<2, kEmbed>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed); break;
+        case 4: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<4, kEmbed>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed); break;
+        default: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<8, kEmbed>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed); break;
+    }
+}
+
+// out[r] = bf16(RMSNorm(x[rows ? rows[r] : r]) * weight) over n_row rows of n, by the kernels that knob norm_vec
+// (`mode`) picks: 0 rms_norm_bf16_kernel; 1 or 2 rms_norm_rows_kernel where it takes the shape, else
+// rms_norm_bf16_kernel. With `embed` (the first layer's norm; rows must be null) x is first filled from the
+// embedding table, and token_seq written when embed->seq_token_start is given: with mode 2 in the norm's own
+// launch where rms_norm_rows_kernel takes the shape, else by token_seq_kernel and embed_kernel before it.
+inline void launch_rms_norm(int mode, cudaStream_t stream, float *x, const int32_t *rows, int n_row, int n, __nv_bfloat16 *out,
+                            hp_dtype w_dtype, const void *weight, float eps, const NormEmbed *embed = nullptr) {
+    if (n_row <= 0) return;
+    const int chunks = mode > 0 ? norm_row_chunks(n, HP_CUDA_NORM_THREADS, x, out) : 0;
+    if (embed && mode == 2 && chunks > 0 && embed->n_seq <= n_row * HP_CUDA_NORM_THREADS) {
+        launch_rms_norm_rows<true>(chunks, stream, x, nullptr, n_row, n, out, w_dtype, weight, eps, *embed);
+        return;
+    }
+    if (embed) {
+        if (embed->seq_token_start && embed->n_seq > 0) {
+            token_seq_kernel<<<unsigned((embed->n_seq + 63) / 64), 64, 0, stream>>>(embed->seq_token_start, embed->n_seq, embed->token_seq);
+        }
+        embed_kernel<<<unsigned(n_row), 256, 0, stream>>>(x, embed->token_ids, embed->dtype, embed->table, n);
+    }
+    if (chunks > 0) {
+        launch_rms_norm_rows<false>(chunks, stream, x, rows, n_row, n, out, w_dtype, weight, eps, NormEmbed{});
+    } else {
+        hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(unsigned(n_row)), dim3(HP_CUDA_NORM_THREADS), 0, stream, x, rows, out, n, w_dtype,
+                                 weight, eps);
+    }
 }
 
 struct HeadParams {

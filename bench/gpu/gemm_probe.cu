@@ -1,0 +1,235 @@
+// How far is cuBLAS's default choice from its best for the projections of a decode step above the decode kernels'
+// limit (forward/cuda/baseline: steps of more than gemv_max_tokens tokens run cuBLAS)? For each projection of a
+// model shape at each token count, times cublasGemmEx / cublasGemmStridedBatchedEx with CUBLAS_GEMM_DEFAULT (what the
+// plugin calls) against every algorithm cublasLtMatmulAlgoGetHeuristic offers for the same problem (up to 32), and
+// reports the default, the heuristic's first choice and the fastest, with the fastest's configuration.
+//
+// The weights are bf16 and rotate through enough copies (at least 512 MB a shape) that every launch reads them from
+// HBM, as a decode step does; the input (bf16) and output (f32) stay in L2, as they do there. Each time is the median
+// over 7 batches of 20 back-to-back launches (a batch's events around them, divided by 20), so launch gaps count as
+// they would between a step's kernels without programmatic launch. Bandwidth: weight bytes per launch / time.
+//
+// usage: hotpass_bench_gpu_gemm_probe [--tokens 33,64,128] [--d-model 2048] [--d-ff 8192] [--n-head 32]
+//                                      [--n-head-kv 8] [--d-head 64] [--vocab 128256]   (defaults: llama-3.2-1b)
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define CHECK(call)                                                                              \
+    do {                                                                                         \
+        const auto status_ = (call);                                                             \
+        if (status_ != decltype(status_)(0)) {                                                   \
+            std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #call, int(status_)); \
+            std::exit(1);                                                                        \
+        }                                                                                        \
+    } while (0)
+
+struct Shape {
+    const char *name;
+    int n_out, n_in, batch;  // batch 2: a strided pair (k/v, gate/up), as gemm_pair launches it
+    float beta;              // 1: the residual accumulates (o_proj, down_proj)
+};
+
+struct Timing {
+    float us = 0.0f;
+    bool ok = false;
+};
+
+__global__ void fill_kernel(__nv_bfloat16 *data, size_t n, uint32_t seed) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+        uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+        h ^= h >> 15;
+        data[i] = __float2bfloat16(float(h % 2001) / 1000.0f - 1.0f);
+    }
+}
+
+// Median over 7 batches of 20 launches of `launch(copy)`, the copy rotating over n_copy weight copies.
+template <class Launch>
+Timing time_launches(cudaStream_t stream, int n_copy, Launch launch) {
+    cudaEvent_t start, stop;
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&stop));
+    Timing t;
+    int copy = 0;
+    for (int i = 0; i < 3; ++i) {
+        if (!launch(copy++ % n_copy)) return t;
+    }
+    std::vector<float> per;
+    for (int b = 0; b < 7; ++b) {
+        CHECK(cudaEventRecord(start, stream));
+        for (int i = 0; i < 20; ++i) launch(copy++ % n_copy);
+        CHECK(cudaEventRecord(stop, stream));
+        CHECK(cudaEventSynchronize(stop));
+        float ms = 0.0f;
+        CHECK(cudaEventElapsedTime(&ms, start, stop));
+        per.push_back(ms * 1000.0f / 20.0f);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    if (cudaGetLastError() != cudaSuccess) return t;
+    std::sort(per.begin(), per.end());
+    t.us = per[per.size() / 2];
+    t.ok = true;
+    return t;
+}
+
+std::vector<int> parse_list(const char *text) {
+    std::vector<int> out;
+    for (const char *p = text; *p;) {
+        out.push_back(std::atoi(p));
+        while (*p && *p != ',') ++p;
+        if (*p == ',') ++p;
+    }
+    return out;
+}
+
+int attr(const cublasLtMatmulAlgo_t &algo, cublasLtMatmulAlgoConfigAttributes_t what) {
+    uint32_t value = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, what, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS) return -1;
+    return int(value);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    std::vector<int> tokens = {33, 64, 128};
+    int d_model = 2048, d_ff = 8192, n_head = 32, n_head_kv = 8, d_head = 64, vocab = 128256;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string flag = argv[i];
+        if (flag == "--tokens") tokens = parse_list(argv[i + 1]);
+        else if (flag == "--d-model") d_model = std::atoi(argv[i + 1]);
+        else if (flag == "--d-ff") d_ff = std::atoi(argv[i + 1]);
+        else if (flag == "--n-head") n_head = std::atoi(argv[i + 1]);
+        else if (flag == "--n-head-kv") n_head_kv = std::atoi(argv[i + 1]);
+        else if (flag == "--d-head") d_head = std::atoi(argv[i + 1]);
+        else if (flag == "--vocab") vocab = std::atoi(argv[i + 1]);
+        else {
+            std::fprintf(stderr, "unknown flag %s\nusage: %s [--tokens 33,64,128] [--d-model N] [--d-ff N] [--n-head N] [--n-head-kv N] [--d-head N] [--vocab N]\n",
+                         argv[i], argv[0]);
+            return 2;
+        }
+    }
+    const std::vector<Shape> shapes = {
+        {"q", n_head * d_head, d_model, 1, 0.0f},       {"k/v", n_head_kv * d_head, d_model, 2, 0.0f},
+        {"o", d_model, n_head * d_head, 1, 1.0f},       {"gate/up", d_ff, d_model, 2, 0.0f},
+        {"down", d_model, d_ff, 1, 1.0f},               {"lm_head", vocab, d_model, 1, 0.0f},
+    };
+    cudaDeviceProp prop{};
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("gemm probe on %s (%d SMs, L2 %d MB)\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    cudaStream_t stream;
+    CHECK(cudaStreamCreate(&stream));
+    cublasHandle_t blas;
+    CHECK(cublasCreate(&blas));
+    CHECK(cublasSetStream(blas, stream));
+    cublasLtHandle_t lt;
+    CHECK(cublasLtCreate(&lt));
+    const size_t workspace_bytes = size_t(32) << 20;  // as the plugin's cuBLAS workspace order of magnitude
+    void *workspace = nullptr;
+    CHECK(cudaMalloc(&workspace, workspace_bytes));
+    CHECK(cublasSetWorkspace(blas, workspace, workspace_bytes));
+    const int max_tokens = *std::max_element(tokens.begin(), tokens.end());
+
+    for (const Shape &s : shapes) {
+        const size_t w_elems = size_t(s.n_out) * s.n_in * s.batch, w_bytes = w_elems * 2;
+        const int n_copy = int(std::max<size_t>(2, (size_t(512) << 20) / w_bytes + 1));
+        __nv_bfloat16 *w = nullptr, *x = nullptr;
+        float *y = nullptr;
+        CHECK(cudaMalloc(&w, w_bytes * n_copy));
+        CHECK(cudaMalloc(&x, size_t(max_tokens) * s.n_in * 2));
+        CHECK(cudaMalloc(&y, size_t(max_tokens) * s.n_out * s.batch * 4));
+        fill_kernel<<<1024, 256, 0, stream>>>(w, w_elems * n_copy, 1);
+        fill_kernel<<<64, 256, 0, stream>>>(x, size_t(max_tokens) * s.n_in, 2);
+        CHECK(cudaMemsetAsync(y, 0, size_t(max_tokens) * s.n_out * s.batch * 4, stream));
+        for (int n : tokens) {
+            const float alpha = 1.0f, beta = s.beta;
+            const long long stride_w = (long long)s.n_out * s.n_in, stride_y = (long long)s.n_out * n;
+            const Timing def = time_launches(stream, n_copy, [&](int copy) {
+                const __nv_bfloat16 *wc = w + size_t(copy) * s.n_out * s.n_in * s.batch;
+                if (s.batch == 1) {
+                    return cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, s.n_out, n, s.n_in, &alpha, wc, CUDA_R_16BF, s.n_in, x, CUDA_R_16BF, s.n_in,
+                                        &beta, y, CUDA_R_32F, s.n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+                }
+                return cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, s.n_out, n, s.n_in, &alpha, wc, CUDA_R_16BF, s.n_in, stride_w, x,
+                                                  CUDA_R_16BF, s.n_in, 0, &beta, y, CUDA_R_32F, s.n_out, stride_y, s.batch, CUBLAS_COMPUTE_32F,
+                                                  CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+            });
+
+            cublasLtMatmulDesc_t op;
+            CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+            const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+            CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+            CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+            cublasLtMatrixLayout_t a_layout, b_layout, c_layout;
+            CHECK(cublasLtMatrixLayoutCreate(&a_layout, CUDA_R_16BF, s.n_in, s.n_out, s.n_in));
+            CHECK(cublasLtMatrixLayoutCreate(&b_layout, CUDA_R_16BF, s.n_in, n, s.n_in));
+            CHECK(cublasLtMatrixLayoutCreate(&c_layout, CUDA_R_32F, s.n_out, n, s.n_out));
+            if (s.batch > 1) {
+                const int32_t count = s.batch;
+                const int64_t zero = 0, sw = stride_w, sy = stride_y;
+                for (cublasLtMatrixLayout_t l : {a_layout, b_layout, c_layout}) {
+                    CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+                }
+                CHECK(cublasLtMatrixLayoutSetAttribute(a_layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sw, sizeof(sw)));
+                CHECK(cublasLtMatrixLayoutSetAttribute(b_layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &zero, sizeof(zero)));
+                CHECK(cublasLtMatrixLayoutSetAttribute(c_layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sy, sizeof(sy)));
+            }
+            cublasLtMatmulPreference_t pref;
+            CHECK(cublasLtMatmulPreferenceCreate(&pref));
+            CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes)));
+            cublasLtMatmulHeuristicResult_t result[32];
+            int n_result = 0;
+            cublasLtMatmulAlgoGetHeuristic(lt, op, a_layout, b_layout, c_layout, c_layout, pref, 32, result, &n_result);
+            Timing first, best;
+            int best_i = -1;
+            for (int i = 0; i < n_result; ++i) {
+                if (result[i].state != CUBLAS_STATUS_SUCCESS) continue;
+                const Timing t = time_launches(stream, n_copy, [&](int copy) {
+                    const __nv_bfloat16 *wc = w + size_t(copy) * s.n_out * s.n_in * s.batch;
+                    return cublasLtMatmul(lt, op, &alpha, wc, a_layout, x, b_layout, &beta, y, c_layout, y, c_layout, &result[i].algo, workspace,
+                                          workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+                });
+                if (i == 0) first = t;
+                if (t.ok && (!best.ok || t.us < best.us)) {
+                    best = t;
+                    best_i = i;
+                }
+            }
+            const double gb = double(w_bytes) / 1e9;
+            std::printf("%-8s n_out %6d n_in %5d x%d tokens %4d: default %7.2f us (%4.0f GB/s); lt first %7.2f; lt best %7.2f us (%4.0f GB/s, #%d of %d",
+                        s.name, s.n_out, s.n_in, s.batch, n, def.us, def.ok ? gb / (def.us * 1e-6) : 0.0, first.us, best.us,
+                        best.ok ? gb / (best.us * 1e-6) : 0.0, best_i, n_result);
+            if (best_i >= 0) {
+                const cublasLtMatmulAlgo_t &a = result[best_i].algo;
+                std::printf(": algo %d tile %d stages %d split-k %d reduction %d swizzle %d cluster %d",
+                            attr(a, CUBLASLT_ALGO_CONFIG_ID), attr(a, CUBLASLT_ALGO_CONFIG_TILE_ID), attr(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                            attr(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), attr(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                            attr(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), attr(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+            }
+            std::printf(")\n");
+            cublasLtMatmulPreferenceDestroy(pref);
+            cublasLtMatrixLayoutDestroy(a_layout);
+            cublasLtMatrixLayoutDestroy(b_layout);
+            cublasLtMatrixLayoutDestroy(c_layout);
+            cublasLtMatmulDescDestroy(op);
+        }
+        cudaFree(w);
+        cudaFree(x);
+        cudaFree(y);
+    }
+    cublasLtDestroy(lt);
+    cublasDestroy(blas);
+    cudaFree(workspace);
+    return 0;
+}
