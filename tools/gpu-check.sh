@@ -19,7 +19,7 @@
 #        test binary, default 300)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-GPU_TESTS="test_synthetic_device test_cuda_reference test_cuda_baseline test_cuda_norm test_cuda_gemv test_cuda_gemv_l2 test_cuda_attention test_cuda_attention_held test_cuda_attention_tail test_cuda_attention_butterfly test_cuda_moe test_cuda_moe_dyn test_cuda_moe_barrier test_adversarial_cuda"
+GPU_TESTS="test_synthetic_device test_cuda_reference test_cuda_baseline test_cuda_norm test_cuda_head test_cuda_gemv test_cuda_gemv_l2 test_cuda_attention test_cuda_attention_held test_cuda_attention_tail test_cuda_attention_butterfly test_cuda_moe test_cuda_moe_dyn test_cuda_moe_barrier test_adversarial_cuda"
 
 if [ "${1:-}" = --stage ]; then
   from=${HOTPASS_STAGE_FROM:-$ROOT/build/cuda} stage=${HOTPASS_STAGE_DIR:-$ROOT/build/gpu-stage}

@@ -2,7 +2,8 @@
 // limit (forward/cuda/baseline: steps of more than gemv_max_tokens tokens run cuBLAS)? For each projection of a
 // model shape at each token count, times cublasGemmEx / cublasGemmStridedBatchedEx with CUBLAS_GEMM_DEFAULT (what the
 // plugin calls) against every algorithm cublasLtMatmulAlgoGetHeuristic offers for the same problem (up to 32), and
-// reports the default, the heuristic's first choice and the fastest, with the fastest's configuration.
+// reports the default, the heuristic's first choice and the fastest, with the fastest's configuration. Then q/k/v
+// three ways (below).
 //
 // The weights are bf16 and rotate through enough copies (at least 512 MB a shape) that every launch reads them from
 // HBM, as a decode step does; the input (bf16) and output (f32) stay in L2, as they do there. Each time is the median
@@ -224,6 +225,70 @@ int main(int argc, char **argv) {
             cublasLtMatrixLayoutDestroy(c_layout);
             cublasLtMatmulDescDestroy(op);
         }
+        cudaFree(w);
+        cudaFree(x);
+        cudaFree(y);
+    }
+    // q/k/v above the decode kernels' limit: as the plugin launches them (q, then k/v as a strided pair), as one GEMM
+    // over a concatenated copy [wq; wk; wv], and as one pointer-array batch of n_head / n_head_kv + 2 GEMMs of the kv
+    // width each (q's row blocks, k, v: no copy), the last two writing one [tokens][q + 2 kv] output.
+    {
+        const int q_w = n_head * d_head, kv_w = n_head_kv * d_head, all_w = q_w + 2 * kv_w, n_part = q_w / kv_w + 2;
+        const size_t w_elems = size_t(all_w) * d_model, w_bytes = w_elems * 2;
+        const int n_copy = int(std::max<size_t>(2, (size_t(512) << 20) / w_bytes + 1));
+        __nv_bfloat16 *w = nullptr, *x = nullptr;
+        float *y = nullptr;
+        CHECK(cudaMalloc(&w, w_bytes * n_copy));
+        CHECK(cudaMalloc(&x, size_t(max_tokens) * d_model * 2));
+        CHECK(cudaMalloc(&y, size_t(max_tokens) * all_w * 4));
+        fill_kernel<<<1024, 256, 0, stream>>>(w, w_elems * n_copy, 3);
+        fill_kernel<<<64, 256, 0, stream>>>(x, size_t(max_tokens) * d_model, 4);
+        // Pointer arrays per copy: A = the parts' weights, B = x, C = the parts' columns of y.
+        std::vector<const void *> a_host, b_host;
+        std::vector<void *> c_host;
+        for (int copy = 0; copy < n_copy; ++copy) {
+            for (int part = 0; part < n_part; ++part) {
+                a_host.push_back(w + size_t(copy) * w_elems + size_t(part) * kv_w * d_model);
+                b_host.push_back(x);
+                c_host.push_back(y + size_t(part) * kv_w);
+            }
+        }
+        const void **a_dev = nullptr, **b_dev = nullptr;
+        void **c_dev = nullptr;
+        CHECK(cudaMalloc(&a_dev, a_host.size() * sizeof(void *)));
+        CHECK(cudaMalloc(&b_dev, b_host.size() * sizeof(void *)));
+        CHECK(cudaMalloc(&c_dev, c_host.size() * sizeof(void *)));
+        CHECK(cudaMemcpy(a_dev, a_host.data(), a_host.size() * sizeof(void *), cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(b_dev, b_host.data(), b_host.size() * sizeof(void *), cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(c_dev, c_host.data(), c_host.size() * sizeof(void *), cudaMemcpyHostToDevice));
+        const float alpha = 1.0f, beta = 0.0f;
+        const double gb = double(w_bytes) / 1e9;
+        for (int n : tokens) {
+            const Timing now = time_launches(stream, n_copy, [&](int copy) {
+                const __nv_bfloat16 *wq = w + size_t(copy) * w_elems, *wk = wq + size_t(q_w) * d_model;
+                return cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, q_w, n, d_model, &alpha, wq, CUDA_R_16BF, d_model, x, CUDA_R_16BF, d_model,
+                                    &beta, y, CUDA_R_32F, q_w, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS &&
+                       cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, kv_w, n, d_model, &alpha, wk, CUDA_R_16BF, d_model,
+                                                  (long long)kv_w * d_model, x, CUDA_R_16BF, d_model, 0, &beta, y + size_t(n) * q_w, CUDA_R_32F,
+                                                  kv_w, (long long)kv_w * n, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+            });
+            const Timing concat = time_launches(stream, n_copy, [&](int copy) {
+                return cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, all_w, n, d_model, &alpha, w + size_t(copy) * w_elems, CUDA_R_16BF, d_model, x,
+                                    CUDA_R_16BF, d_model, &beta, y, CUDA_R_32F, all_w, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+            });
+            const Timing batched = time_launches(stream, n_copy, [&](int copy) {
+                return cublasGemmBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, kv_w, n, d_model, &alpha, a_dev + size_t(copy) * n_part, CUDA_R_16BF,
+                                           d_model, b_dev + size_t(copy) * n_part, CUDA_R_16BF, d_model, &beta, c_dev + size_t(copy) * n_part,
+                                           CUDA_R_32F, all_w, n_part, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+            });
+            std::printf("q/k/v    %d + 2 x %d rows, n_in %d, tokens %4d: q then the k/v pair %7.2f us (%4.0f GB/s); one GEMM over [wq; wk; wv] %7.2f "
+                        "us (%4.0f GB/s); %d pointer-array batches of %d rows %7.2f us (%4.0f GB/s)\n",
+                        q_w, kv_w, d_model, n, now.us, now.ok ? gb / (now.us * 1e-6) : 0.0, concat.us, concat.ok ? gb / (concat.us * 1e-6) : 0.0,
+                        n_part, kv_w, batched.us, batched.ok ? gb / (batched.us * 1e-6) : 0.0);
+        }
+        cudaFree(a_dev);
+        cudaFree(b_dev);
+        cudaFree(c_dev);
         cudaFree(w);
         cudaFree(x);
         cudaFree(y);

@@ -100,6 +100,11 @@ struct Activations {
     __nv_bfloat16 *expert_act;  // [n * k][d_ff_expert]
     int32_t *n_active, *active_expert, *group_start, *group_pair;
     float *inv_rms;
+    // Knob gemm_qkv: q/k/v above the decode kernels' limit as one cuBLAS batch, its output [n][q | k | v] (f32),
+    // and the batch's pointer arrays (device): per layer the parts' weights, then the input and output of
+    // each part (gemm_qkv).
+    float *qkv;
+    void **qkv_ptrs;  // [n_layer][parts] weights, then [parts] inputs (h), then [parts] outputs (into qkv)
 };
 
 struct BaselineState {
@@ -122,6 +127,8 @@ struct BaselineState {
     unsigned long long *attn_trace = nullptr;  // HP_CUDA_ATTN_TRACE builds: [n_layer][kFdTraceBlocks][kFdTracePoints] of the last step
     Matrix lm_head;
     std::vector<LayerMatrices> layers;
+    int qkv_parts = 0;  // knob gemm_qkv: GEMMs of the kv width in the q/k/v batch (n_head / n_head_kv + 2), 0: not taken
+    std::vector<const void *> qkv_ptrs_host;  // their pointer arrays as uploaded
     WeightStream weight_stream;  // the L2 prefetch plan (l2_prefetch.h); empty: no prefetch
     bool prefetch_step = false;  // this step prefetches (a dense decode step on the GEMV path)
     Activations act{};
@@ -196,6 +203,23 @@ bool reserve(BaselineState &state, int n_token) {
     a.group_start = static_cast<int32_t *>(take((n_expert + 1) * i32));
     a.group_pair = static_cast<int32_t *>(take(n * k * i32));
     a.inv_rms = static_cast<float *>(take(n * f));
+    if (state.qkv_parts > 0) {
+        // gemm_qkv's batch: part j < parts - 2 is q's rows [j kv_width, (j + 1) kv_width), then k, then v,
+        // each writing its columns of a.qkv's rows.
+        const size_t parts = size_t(state.qkv_parts), n_layer = state.layers.size();
+        a.qkv = static_cast<float *>(take(n * (q_width + 2 * kv_width) * f));
+        a.qkv_ptrs = static_cast<void **>(take((n_layer + 2) * parts * sizeof(void *)));
+        std::vector<const void *> &host = state.qkv_ptrs_host;
+        host.clear();
+        for (const LayerMatrices &m : state.layers) {
+            for (size_t j = 0; j + 2 < parts; ++j) host.push_back(m.wq.w + j * kv_width * size_t(m.wq.n_in));
+            host.push_back(m.wk.w);
+            host.push_back(m.wv.w);
+        }
+        for (size_t j = 0; j < parts; ++j) host.push_back(a.h);
+        for (size_t j = 0; j < parts; ++j) host.push_back(a.qkv + j * kv_width);
+        all_taken = all_taken && cudaMemcpyAsync(a.qkv_ptrs, host.data(), host.size() * sizeof(void *), cudaMemcpyHostToDevice, state.stream) == cudaSuccess;
+    }
     a.capacity = all_taken ? int(n) : 0;
     if (a.capacity > 0 && state.step_ops) build_step_ops(state);
     return a.capacity > 0;
@@ -208,6 +232,35 @@ bool gemm(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, float *
                                                w.n_in, x, CUDA_R_16BF, w.n_in, &beta, y, CUDA_R_32F, ldc ? ldc : w.n_out,
                                                CUBLAS_COMPUTE_32F, cublasGemmAlgo_t(HP_CUDA_GEMM_ALGO));
     if (status != CUBLAS_STATUS_SUCCESS) log_message(state, HP_LOG_ERROR, "cublasGemmEx", cublasGetStatusString(status));
+    return status == CUBLAS_STATUS_SUCCESS;
+}
+
+// Knob gemm_qkv: q, k and v of every layer as one cuBLAS batch of GEMMs of the kv width (q's row blocks, then k and
+// v; no copy of the weights), where the shapes allow it: n_head a multiple of n_head_kv, one input width. Returns
+// the batch's size, 0 where not taken.
+int qkv_batch_parts(const BaselineState &state) {
+    const hp_config &c = state.model->config;
+    if (!HP_CUDA_GEMM_QKV || c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0) return 0;
+    for (const LayerMatrices &m : state.layers) {
+        if (m.wq.n_out != c.n_head * c.d_head || m.wk.n_out != c.n_head_kv * c.d_head || m.wv.n_out != m.wk.n_out || m.wk.n_out <= 0 ||
+            m.wq.n_in != m.wk.n_in || m.wq.n_in != m.wv.n_in) {
+            return 0;
+        }
+    }
+    return c.n_head / c.n_head_kv + 2;
+}
+
+// a.qkv[t] = [q | k | v] of token t = h[t] [Wq; Wk; Wv]^T for `layer` (f32): one cublasGemmBatchedEx (knob gemm_qkv).
+bool gemm_qkv(BaselineState &state, int layer, int n_row) {
+    const LayerMatrices &m = state.layers[size_t(layer)];
+    const size_t parts = size_t(state.qkv_parts), n_layer = state.layers.size();
+    void **ptrs = state.act.qkv_ptrs;
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t status = cublasGemmBatchedEx(
+        state.cublas, CUBLAS_OP_T, CUBLAS_OP_N, m.wk.n_out, n_row, m.wq.n_in, &alpha, ptrs + size_t(layer) * parts, CUDA_R_16BF, m.wq.n_in,
+        ptrs + n_layer * parts, CUDA_R_16BF, m.wq.n_in, &beta, ptrs + (n_layer + 1) * parts, CUDA_R_32F, m.wq.n_out + 2 * m.wk.n_out, int(parts),
+        CUBLAS_COMPUTE_32F, cublasGemmAlgo_t(HP_CUDA_GEMM_ALGO));
+    if (status != CUBLAS_STATUS_SUCCESS) log_message(state, HP_LOG_ERROR, "cublasGemmBatchedEx", cublasGetStatusString(status));
     return status == CUBLAS_STATUS_SUCCESS;
 }
 
@@ -694,6 +747,7 @@ int baseline_create(const hp_model *model, const hp_services *services, void **s
              cudaMemcpyAsync(m.expert_tables, tables[size_t(layer)].data(), tables[size_t(layer)].size() * sizeof(void *),
                              cudaMemcpyHostToDevice, state->stream) == cudaSuccess;
     }
+    if (ok) state->qkv_parts = qkv_batch_parts(*state);
     if (ok && hp_cuda_gemv::kL2Prefetch) plan_weight_stream(*state);
     ok = ok && prepare_step_kernel(*state) && reserve(*state, HP_CUDA_WORKSPACE_TOKENS) && cudaStreamSynchronize(state->stream) == cudaSuccess;
     if (!ok) return fail(HP_ERR_OUT_OF_MEMORY);
@@ -954,14 +1008,17 @@ bool fold_head(const BaselineState &state, const hp_batch &batch, int layer, hp_
 }
 
 // The head kernel of the layer's step: bias, q/k norm and RoPE of q and k, K and V into the cache.
+// `qkv` (knob gemm_qkv): q, k and v from its rows [q | k | v] instead of a.q, a.k and a.v (q still written to a.q).
 template <hp_dtype KV>
-void launch_head(BaselineState &state, const hp_batch &batch, int layer) {
+void launch_head(BaselineState &state, const hp_batch &batch, int layer, const float *qkv) {
     const hp_config &c = state.model->config;
     const hp_kv_cache &kv = *state.model->kv;
     const Activations &a = state.act;
     HeadParams hp{c.n_head, c.n_head_kv, c.d_head, c.norm_eps, HP_DTYPE_F32, nullptr, nullptr, nullptr, HP_DTYPE_F32, nullptr, nullptr,
                   state.inv_freq, kv.block_tokens, batch.max_blocks_per_seq};
     set_head_weights(hp, c, state.model->layers[layer]);
+    hp.qkv = qkv;
+    hp.qkv_stride = (c.n_head + 2 * c.n_head_kv) * c.d_head;
     if (state.prefetch_step) hp.prefetch = state.weight_stream.next(state.layers[size_t(layer)].qkv_end, kL2IdleLookahead);
     const int head_threads = std::min(256, (c.d_head + 31) / 32 * 32);
     hp_cuda_gemv::launch_pdl(head_kernel<KV>, dim3(c.n_head + c.n_head_kv, batch.n_token), dim3(head_threads), 0, state.stream,
@@ -970,15 +1027,16 @@ void launch_head(BaselineState &state, const hp_batch &batch, int layer) {
 
 // Bias, q/k norm, RoPE and the KV write (the head kernel, unless the q/k/v launch did it, head_done, or
 // the attention kernel does it, attn_fd_head), then attention. Returns whether the attention also did
-// o_proj (`oproj`, optional: knob attn_fd_oproj).
+// o_proj (`oproj`, optional: knob attn_fd_oproj). `qkv`: the head kernel's input rows (launch_head), if not a.q/k/v.
 template <hp_dtype KV>
-bool launch_attention(BaselineState &state, const hp_batch &batch, int layer, int n_split, bool head_done, const OProjInput *oproj = nullptr) {
+bool launch_attention(BaselineState &state, const hp_batch &batch, int layer, int n_split, bool head_done, const OProjInput *oproj = nullptr,
+                      const float *qkv = nullptr) {
     const hp_config &c = state.model->config;
     const hp_kv_cache &kv = *state.model->kv;
     const Activations &a = state.act;
     const int group = c.n_head / c.n_head_kv;
-    const bool fold_head = !head_done && attention_folds_head<KV>(c, batch, group);
-    if (!head_done && !fold_head) launch_head<KV>(state, batch, layer);
+    const bool fold_head = !head_done && !qkv && attention_folds_head<KV>(c, batch, group);
+    if (!head_done && !fold_head) launch_head<KV>(state, batch, layer, qkv);
     if (decode_attention_kernels<KV>(c)) return launch_decode_attention<KV>(state, batch, layer, group, fold_head, oproj);
     AttentionParams ap{c.n_head, c.n_head_kv, c.d_head, n_split, 1.0f / sqrtf(float(c.d_head)), kv.block_tokens, batch.max_blocks_per_seq};
     const dim3 grid(c.n_head_kv, batch.n_token, n_split);
@@ -1148,7 +1206,8 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         const LayerMatrices &m = state.layers[size_t(layer)];
         const FoldedNorm *attn_norm = folded ? &folded_norm : nullptr;
         if (layer > 0 && !folded && !normed) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
-        bool head_done = false;  // the q/k/v launch did the head kernel's work
+        bool head_done = false;        // the q/k/v launch did the head kernel's work
+        const float *qkv_rows = nullptr;  // q/k/v in a.qkv's rows (knob gemm_qkv), else in a.q, a.k, a.v
         if (HP_CUDA_GEMV_FUSE && (use_gemv(state, n_token) || qkv_skinny) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
             // q, k and v read the same input: one launch. Their biases, norms, RoPE and the KV write
             // are the head kernel's, or this launch's epilogue where the skinny GEMM takes it
@@ -1165,6 +1224,9 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             if (state.prefetch_step) p.prefetch = state.weight_stream.next(m.qkv_end, kL2Lookahead);
             head_done = fold_head(state, *batch, layer, p);
             hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
+        } else if (!use_gemv(state, n_token) && state.qkv_parts > 0) {
+            ok = gemm_qkv(state, layer, n_token);
+            qkv_rows = a.qkv;
         } else {
             ok = project(state, m.wq, a.h, a.q, n_token, false, nullptr, attn_norm);
             if (!use_gemv(state, n_token)) {
@@ -1180,9 +1242,9 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         const OProjInput oproj{&m.wo, &w.bo, ffn_folded ? &w.ffn_norm : nullptr};  // knob attn_fd_oproj: the attention may do o_proj
         bool oproj_done = false;
         switch (model.kv->dtype) {
-            case HP_DTYPE_F32: oproj_done = launch_attention<HP_DTYPE_F32>(state, *batch, layer, n_split, head_done, &oproj); break;
-            case HP_DTYPE_F16: oproj_done = launch_attention<HP_DTYPE_F16>(state, *batch, layer, n_split, head_done, &oproj); break;
-            case HP_DTYPE_BF16: oproj_done = launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split, head_done, &oproj); break;
+            case HP_DTYPE_F32: oproj_done = launch_attention<HP_DTYPE_F32>(state, *batch, layer, n_split, head_done, &oproj, qkv_rows); break;
+            case HP_DTYPE_F16: oproj_done = launch_attention<HP_DTYPE_F16>(state, *batch, layer, n_split, head_done, &oproj, qkv_rows); break;
+            case HP_DTYPE_BF16: oproj_done = launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split, head_done, &oproj, qkv_rows); break;
         }
         folded = ffn_folded;
         if (!oproj_done) ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr, m.o_end, kPartOProj);

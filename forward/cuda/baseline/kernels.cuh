@@ -241,6 +241,8 @@ struct HeadParams {
     const float *inv_freq;               // [d_head / 2]
     int block_tokens, max_blocks;
     hp_cuda_gemv::L2Prefetch prefetch;   // upcoming weights, prefetched into L2 before the wait (gemv.cuh)
+    const float *qkv = nullptr;          // optional (knob gemm_qkv): q, k and v from its rows [q | k | v] of qkv_stride floats
+    int qkv_stride = 0;
 };
 
 // One block of 32..256 threads per (head, token), heads = n_head q heads then n_head_kv kv heads:
@@ -268,10 +270,13 @@ __global__ void head_kernel(HeadParams p, float *q, const float *k, const float 
     float sin_a = 0.0f, cos_a = 1.0f;
     if (i < half) sincosf(float(position) * p.inv_freq[i], &sin_a, &cos_a);
     hp_cuda_gemv::wait_for_previous_grid();
-    const float *src = is_q ? q + (int64_t(t) * p.n_head + h) * d : k + (int64_t(t) * p.n_head_kv + h) * d;
+    const float *q_row = p.qkv ? p.qkv + int64_t(t) * p.qkv_stride : q + int64_t(t) * p.n_head * d;
+    const float *k_row = p.qkv ? q_row + int64_t(p.n_head) * d : k + int64_t(t) * p.n_head_kv * d;
+    const float *v_row = p.qkv ? k_row + int64_t(p.n_head_kv) * d : v + int64_t(t) * p.n_head_kv * d;
+    const float *src = (is_q ? q_row : k_row) + int64_t(h) * d;
     if (mine) {
         head[i] = src[i] + bias_i;  // 0 without a bias, as before
-        if (!is_q) v_head[i] = v[(int64_t(t) * p.n_head_kv + h) * d + i] + v_bias_i;
+        if (!is_q) v_head[i] = v_row[int64_t(h) * d + i] + v_bias_i;
     }
     __syncthreads();
     if (norm) {
