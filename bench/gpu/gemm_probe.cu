@@ -2,8 +2,8 @@
 // limit (forward/cuda/baseline: steps of more than gemv_max_tokens tokens run cuBLAS)? For each projection of a
 // model shape at each token count, times cublasGemmEx / cublasGemmStridedBatchedEx with CUBLAS_GEMM_DEFAULT (what the
 // plugin calls) against every algorithm cublasLtMatmulAlgoGetHeuristic offers for the same problem (up to 32), and
-// reports the default, the heuristic's first choice and the fastest, with the fastest's configuration. Then q/k/v
-// three ways (below).
+// reports the default, the heuristic's first choice and the fastest, with the fastest's configuration. Then the
+// residual projections split along their inputs (knob gemm_split_k) and q/k/v three ways (knob gemm_qkv; below).
 //
 // The weights are bf16 and rotate through enough copies (at least 512 MB a shape) that every launch reads them from
 // HBM, as a decode step does; the input (bf16) and output (f32) stay in L2, as they do there. Each time is the median
@@ -229,6 +229,47 @@ int main(int argc, char **argv) {
         cudaFree(x);
         cudaFree(y);
     }
+    // o_proj and down_proj (the residual accumulating, beta 1, as the plugin launches them) against the same product
+    // split along n_in into S slices as one strided batch (beta 0) into S partial outputs, which a kernel after it
+    // would add into the residual (not timed here: the norm kernel that follows could do it).
+    for (const Shape &s : shapes) {
+        if (s.beta != 1.0f) continue;
+        const size_t w_elems = size_t(s.n_out) * s.n_in, w_bytes = w_elems * 2;
+        const int n_copy = int(std::max<size_t>(2, (size_t(512) << 20) / w_bytes + 1));
+        __nv_bfloat16 *w = nullptr, *x = nullptr;
+        float *y = nullptr;
+        CHECK(cudaMalloc(&w, w_bytes * n_copy));
+        CHECK(cudaMalloc(&x, size_t(max_tokens) * s.n_in * 2));
+        CHECK(cudaMalloc(&y, size_t(max_tokens) * s.n_out * 4 * 4));
+        fill_kernel<<<1024, 256, 0, stream>>>(w, w_elems * n_copy, 5);
+        fill_kernel<<<64, 256, 0, stream>>>(x, size_t(max_tokens) * s.n_in, 6);
+        CHECK(cudaMemsetAsync(y, 0, size_t(max_tokens) * s.n_out * 4 * 4, stream));
+        const double gb = double(w_bytes) / 1e9;
+        for (int n : tokens) {
+            std::printf("%-8s n_out %6d n_in %5d tokens %4d, split along n_in:", s.name, s.n_out, s.n_in, n);
+            for (int split : {1, 2, 4}) {
+                if (s.n_in % (8 * split) != 0) continue;
+                const int k = s.n_in / split;
+                const float alpha = 1.0f, beta = split == 1 ? 1.0f : 0.0f;
+                const Timing t = time_launches(stream, n_copy, [&](int copy) {
+                    const __nv_bfloat16 *wc = w + size_t(copy) * w_elems;
+                    if (split == 1) {
+                        return cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, s.n_out, n, s.n_in, &alpha, wc, CUDA_R_16BF, s.n_in, x, CUDA_R_16BF, s.n_in,
+                                            &beta, y, CUDA_R_32F, s.n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+                    }
+                    return cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, s.n_out, n, k, &alpha, wc, CUDA_R_16BF, s.n_in, k, x, CUDA_R_16BF,
+                                                      s.n_in, k, &beta, y, CUDA_R_32F, s.n_out, (long long)s.n_out * n, split, CUBLAS_COMPUTE_32F,
+                                                      CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+                });
+                std::printf(" %d: %6.2f us (%4.0f GB/s)%s", split, t.us, t.ok ? gb / (t.us * 1e-6) : 0.0, split == 1 ? " (beta 1)" : "");
+            }
+            std::printf("\n");
+        }
+        cudaFree(w);
+        cudaFree(x);
+        cudaFree(y);
+    }
+
     // q/k/v above the decode kernels' limit: as the plugin launches them (q, then k/v as a strided pair), as one GEMM
     // over a concatenated copy [wq; wk; wv], and as one pointer-array batch of n_head / n_head_kv + 2 GEMMs of the kv
     // width each (q's row blocks, k, v: no copy), the last two writing one [tokens][q + 2 kv] output.

@@ -4,13 +4,17 @@
 // the same inputs: fresh random rows and norm weights (bf16, f16, f32) per case, row lengths that give the vector
 // kernel 1, 2, 4 and 8 chunks a thread, partial last chunks, its limit (32 elements a thread) and past it, lengths
 // that are not a multiple of 4 and rows one float off 16-byte alignment (both taken by the scalar kernel), gathered
-// rows (the lm_head's logit rows), 1 to 64 rows. Outputs, x (when the embedding fills it) and token_seq are poisoned
-// first, so an unwritten element fails; a second run must give the same bits. Every mode's output is also compared
-// with mode 0's (the plain kernel) on the same inputs. Built with the plugin's knob values.
+// rows (the lm_head's logit rows), 1 to 64 rows, and the residual add of a projection split along its inputs (knob
+// gemm_split_k: x += bias + 2 or 4 partial products before the norm, in the norm's launch or, in mode 0 and where
+// the vector kernel cannot go, by add_partials_kernel). Outputs, x (when the embedding fills it) and token_seq are
+// poisoned first, so an unwritten element fails; a second run must give the same bits. Every mode's output is also
+// compared with mode 0's (the plain kernel) on the same inputs. Built with the plugin's knob values.
 //
 // Tolerance: the output is rounded to bf16 (2^-9 relative) after a float32 sum of squares and rsqrtf (a few ulp of
 // float32), so each element is held to 2^-8 |ref| (+ 1e-30); two modes differ at most by one rounding of bf16 each
-// way, 2^-7 |ref|. The embedding rows written to x must be the table's values exactly.
+// way, 2^-7 |ref|. The embedding rows written to x must be the table's values exactly; x after a residual add is
+// held to 2^-20 of the sum of its terms' magnitudes (float32 sums of up to 6 terms) against float64, and the output
+// also to that error carried through the norm (scale x |weight| x it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,12 +41,15 @@ struct Case {
     bool misaligned = false;               // x one float past a 16-byte boundary
     bool embed = false;                    // the first layer's norm: x from an embedding table, token_seq written
     hp_dtype table_dtype = HP_DTYPE_BF16;  // of the embedding table
+    int n_partial = 0;                     // > 0: x += bias + that many partial products first (NormResidual)
+    bool bias = false;                     // with n_partial: a bf16 bias
 };
 
 std::string describe(const Case &c) {
     return "n " + std::to_string(c.n) + ", rows " + std::to_string(c.n_row) + ", weight dtype " + std::to_string(int(c.w_dtype)) +
            (c.rows ? ", gathered rows" : "") + (c.misaligned ? ", misaligned x" : "") +
-           (c.embed ? ", embedding (table dtype " + std::to_string(int(c.table_dtype)) + ")" : "");
+           (c.embed ? ", embedding (table dtype " + std::to_string(int(c.table_dtype)) + ")" : "") +
+           (c.n_partial ? ", residual of " + std::to_string(c.n_partial) + " partials" + (c.bias ? " and a bias" : "") : "");
 }
 
 // Random values stored as `dtype`, and the same numbers as float.
@@ -104,6 +111,9 @@ Result run_mode(const Case &c, int mode, uint32_t seed) {
     for (int s = 0; s < n_seq; ++s) {
         for (int t = seq_token_start[size_t(s)]; t < seq_token_start[size_t(s) + 1]; ++t) expect_seq[size_t(t)] = s;
     }
+    std::vector<float> partials(size_t(c.n_partial) * c.n_row * c.n);
+    for (float &v : partials) v = normal(rng);
+    const Stored bias = random_stored(rng, HP_DTYPE_BF16, size_t(c.n), 1.0f);
     if (c.embed) {
         for (int r = 0; r < c.n_row; ++r) {
             for (int i = 0; i < c.n; ++i) x_host[size_t(r) * c.n + i] = std::nanf("");  // the launch must fill every element
@@ -118,10 +128,17 @@ Result run_mode(const Case &c, int mode, uint32_t seed) {
     int32_t *d_rows = upload(rows), *d_tokens = upload(token_ids), *d_starts = upload(seq_token_start);
     std::vector<int32_t> poison_seq(size_t(c.n_row), -1);
     int32_t *d_seq = upload(poison_seq);
+    float *d_partials = upload(partials.empty() ? std::vector<float>(1, 0.0f) : partials);
+    void *d_bias = upload(bias.bytes);
     std::vector<uint16_t> poison_out(size_t(c.n_row) * c.n, 0x7fc1);  // NaN
     uint16_t *out = upload(poison_out);
-    EXPECT_TRUE(x && w && t && d_rows && d_tokens && d_starts && d_seq && out);
-    if (!(x && w && t && d_rows && d_tokens && d_starts && d_seq && out)) return result;
+    EXPECT_TRUE(x && w && t && d_rows && d_tokens && d_starts && d_seq && out && d_partials && d_bias);
+    if (!(x && w && t && d_rows && d_tokens && d_starts && d_seq && out && d_partials && d_bias)) return result;
+    base::NormResidual residual;
+    residual.partials = d_partials;
+    residual.n_partial = c.n_partial;
+    residual.bias_dtype = HP_DTYPE_BF16;
+    residual.bias = c.bias ? d_bias : nullptr;
 
     base::NormEmbed embed;
     embed.token_ids = d_tokens;
@@ -136,7 +153,7 @@ Result run_mode(const Case &c, int mode, uint32_t seed) {
         cudaMemcpy(d_seq, poison_seq.data(), poison_seq.size() * 4, cudaMemcpyHostToDevice);
         cudaMemcpy(x, x_host.data(), x_host.size() * 4, cudaMemcpyHostToDevice);
         base::launch_rms_norm(mode, nullptr, x, c.rows ? d_rows : nullptr, c.n_row, c.n, reinterpret_cast<__nv_bfloat16 *>(out), c.w_dtype, w,
-                              kEps, c.embed ? &embed : nullptr);
+                              kEps, c.embed ? &embed : nullptr, c.n_partial ? &residual : nullptr);
         EXPECT_EQ(cudaGetLastError(), cudaSuccess);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint16_t> got(poison_out.size());
@@ -159,14 +176,25 @@ Result run_mode(const Case &c, int mode, uint32_t seed) {
     cudaFree(d_tokens);
     cudaFree(d_starts);
     cudaFree(d_seq);
+    cudaFree(d_partials);
+    cudaFree(d_bias);
     cudaFree(out);
 
     // Host math over the row each output row reads.
     int bad = 0;
     for (int r = 0; r < c.n_row && bad < 5; ++r) {
         std::vector<double> row(static_cast<size_t>(c.n));
+        std::vector<double> magnitude(static_cast<size_t>(c.n));
         for (int i = 0; i < c.n; ++i) {
             row[size_t(i)] = c.embed ? table.value[size_t(token_ids[size_t(r)]) * c.n + i] : x_host[size_t(c.rows ? rows[size_t(r)] : r) * c.n + i];
+            magnitude[size_t(i)] = std::fabs(row[size_t(i)]);
+            if (c.n_partial == 0) continue;
+            if (c.bias) row[size_t(i)] += bias.value[size_t(i)], magnitude[size_t(i)] += std::fabs(bias.value[size_t(i)]);
+            for (int s = 0; s < c.n_partial; ++s) {
+                const double p = partials[(size_t(s) * c.n_row + r) * c.n + i];
+                row[size_t(i)] += p;
+                magnitude[size_t(i)] += std::fabs(p);
+            }
         }
         double sum_sq = 0.0;
         for (double v : row) sum_sq += v * v;
@@ -174,8 +202,15 @@ Result run_mode(const Case &c, int mode, uint32_t seed) {
         for (int i = 0; i < c.n && bad < 5; ++i) {
             const double ref = row[size_t(i)] * scale * weight.value[size_t(i)];
             const double got = from_bf16_bits(result.out[size_t(r) * c.n + i]);
-            if (!(std::fabs(got - ref) <= std::ldexp(std::fabs(ref), -8) + 1e-30)) {
+            // After a residual add the kernel normalises its float32 x, within 2^-20 of the terms' magnitudes of the host's.
+            const double x_error = c.n_partial ? scale * std::fabs(weight.value[size_t(i)]) * std::ldexp(magnitude[size_t(i)], -20) : 0.0;
+            if (!(std::fabs(got - ref) <= std::ldexp(std::fabs(ref), -8) + x_error + 1e-30)) {
                 ADD_FAILURE() << describe(c) << ", mode " << mode << ": row " << r << " element " << i << " = " << got << ", host " << ref;
+                ++bad;
+            }
+            if (c.n_partial && !(std::fabs(result.x[size_t(r) * c.n + i] - row[size_t(i)]) <= std::ldexp(magnitude[size_t(i)], -20))) {
+                ADD_FAILURE() << describe(c) << ", mode " << mode << ": x row " << r << " element " << i << " = " << result.x[size_t(r) * c.n + i]
+                              << " after the residual add, host " << row[size_t(i)];
                 ++bad;
             }
             if (c.embed && result.x[size_t(r) * c.n + i] != float(row[size_t(i)])) {
@@ -247,6 +282,11 @@ TEST(CudaNorm, EveryModeMatchesHostMath) {
         {896, 11, HP_DTYPE_F16, false, false, true, HP_DTYPE_F32},
         {102, 6, HP_DTYPE_BF16, false, false, true},   // the embedding where the vector kernel cannot go
         {2048, 3, HP_DTYPE_BF16, false, true, true, HP_DTYPE_F16},
+        {2048, 64, HP_DTYPE_BF16, false, false, false, HP_DTYPE_BF16, 2, false},  // llama-3.2-1b's o_proj / down_proj at batch 64
+        {2048, 33, HP_DTYPE_BF16, false, false, false, HP_DTYPE_BF16, 4, true},
+        {896, 7, HP_DTYPE_F32, false, false, false, HP_DTYPE_BF16, 2, true},
+        {8 * 4 * t + 4, 3, HP_DTYPE_BF16, false, false, false, HP_DTYPE_BF16, 2, true},  // past the vector kernel: add_partials_kernel
+        {2048, 5, HP_DTYPE_BF16, false, true, false, HP_DTYPE_BF16, 4, true},           // misaligned x: add_partials_kernel
     };
     uint32_t seed = 11;
     for (const Case &c : cases) check_case(c, seed++);

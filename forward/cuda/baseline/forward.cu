@@ -104,7 +104,8 @@ struct Activations {
     // and the batch's pointer arrays (device): per layer the parts' weights, then the input and output of
     // each part (gemm_qkv).
     float *qkv;
-    void **qkv_ptrs;  // [n_layer][parts] weights, then [parts] inputs (h), then [parts] outputs (into qkv)
+    void **qkv_ptrs;
+    float *split_partial;  // knob gemm_split_k: [gemm_split_k][min(n, gemm_split_k_max_tokens)][d_model] partial products  // [n_layer][parts] weights, then [parts] inputs (h), then [parts] outputs (into qkv)
 };
 
 struct BaselineState {
@@ -127,6 +128,8 @@ struct BaselineState {
     unsigned long long *attn_trace = nullptr;  // HP_CUDA_ATTN_TRACE builds: [n_layer][kFdTraceBlocks][kFdTracePoints] of the last step
     Matrix lm_head;
     std::vector<LayerMatrices> layers;
+    NormResidual residual{};         // knob gemm_split_k: the residual add the next norm does (project_split)
+    bool residual_pending = false;
     int qkv_parts = 0;  // knob gemm_qkv: GEMMs of the kv width in the q/k/v batch (n_head / n_head_kv + 2), 0: not taken
     std::vector<const void *> qkv_ptrs_host;  // their pointer arrays as uploaded
     WeightStream weight_stream;  // the L2 prefetch plan (l2_prefetch.h); empty: no prefetch
@@ -203,6 +206,9 @@ bool reserve(BaselineState &state, int n_token) {
     a.group_start = static_cast<int32_t *>(take((n_expert + 1) * i32));
     a.group_pair = static_cast<int32_t *>(take(n * k * i32));
     a.inv_rms = static_cast<float *>(take(n * f));
+    if (HP_CUDA_GEMM_SPLIT_K > 1) {
+        a.split_partial = static_cast<float *>(take(size_t(HP_CUDA_GEMM_SPLIT_K) * std::min<size_t>(n, HP_CUDA_GEMM_SPLIT_K_MAX_TOKENS) * c.d_model * f));
+    }
     if (state.qkv_parts > 0) {
         // gemm_qkv's batch: part j < parts - 2 is q's rows [j kv_width, (j + 1) kv_width), then k, then v,
         // each writing its columns of a.qkv's rows.
@@ -342,10 +348,15 @@ void set_input(const BaselineState &state, hp_cuda_gemv::Params &p, const __nv_b
 
 // out[r] = bf16(RMSNorm(x[rows ? rows[r] : r]) * weight): the input of projections that cannot fold it.
 // With `embed`, the first layer's: x filled from the embedding table first (kernels.cuh launch_rms_norm).
+// A residual add left by project_split (knob gemm_split_k) is done here first; rows must then be null.
 void rms_norm(BaselineState &state, const hp_tensor &weight, const int32_t *rows, int n_row, __nv_bfloat16 *out,
               const NormEmbed *embed = nullptr) {
     const hp_config &c = state.model->config;
-    launch_rms_norm(HP_CUDA_NORM_VEC, state.stream, state.act.x, rows, n_row, c.d_model, out, weight.dtype, weight.data, c.norm_eps, embed);
+    const NormResidual *residual = state.residual_pending ? &state.residual : nullptr;
+    state.residual_pending = false;
+    if (residual && rows) log_message(state, HP_LOG_ERROR, "rms_norm", "a split residual add before a norm of gathered rows (not done)");
+    launch_rms_norm(HP_CUDA_NORM_VEC, state.stream, state.act.x, rows, n_row, c.d_model, out, weight.dtype, weight.data, c.norm_eps, embed,
+                    rows ? nullptr : residual);
 }
 
 // The step's first launch: the embedding rows of `token_ids` into x, the first layer's norm of them into h, and
@@ -360,6 +371,34 @@ void embed_and_norm(BaselineState &state, const int32_t *token_ids, int n_token,
     embed.n_seq = n_seq;
     embed.token_seq = state.act.token_seq;
     rms_norm(state, model.layers[0].attn_norm, nullptr, n_token, state.act.h, &embed);
+}
+
+// Knob gemm_split_k: a residual projection (o_proj, down_proj) on cuBLAS of at most gemm_split_k_max_tokens rows
+// split along its inputs into gemm_split_k slices, one strided batch of products into a.split_partial, whose sum
+// (and the bias) the next rms_norm adds into x before normalising it: more blocks for a skinny product, and
+// cuBLAS's own split-K reduction and bias launch folded into the norm. Only where a norm of every row of x follows.
+bool use_split(const BaselineState &state, const Matrix &w, int n_row) {
+    return HP_CUDA_GEMM_SPLIT_K > 1 && !use_gemv(state, n_row) && n_row <= HP_CUDA_GEMM_SPLIT_K_MAX_TOKENS && w.n_out == state.model->config.d_model &&
+           w.n_in % (8 * HP_CUDA_GEMM_SPLIT_K) == 0;
+}
+
+bool project_split(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, int n_row, const hp_tensor *bias) {
+    const int split = HP_CUDA_GEMM_SPLIT_K, k = w.n_in / split;
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t status = cublasGemmStridedBatchedEx(
+        state.cublas, CUBLAS_OP_T, CUBLAS_OP_N, w.n_out, n_row, k, &alpha, w.w, CUDA_R_16BF, w.n_in, k, x, CUDA_R_16BF, w.n_in, k, &beta,
+        state.act.split_partial, CUDA_R_32F, w.n_out, (long long)w.n_out * n_row, split, CUBLAS_COMPUTE_32F, cublasGemmAlgo_t(HP_CUDA_GEMM_ALGO));
+    if (status != CUBLAS_STATUS_SUCCESS) {
+        log_message(state, HP_LOG_ERROR, "cublasGemmStridedBatchedEx", cublasGetStatusString(status));
+        return false;
+    }
+    state.residual = NormResidual{state.act.split_partial, split, HP_DTYPE_F32, nullptr};
+    if (bias && present(*bias)) {
+        state.residual.bias_dtype = bias->dtype;
+        state.residual.bias = bias->data;
+    }
+    state.residual_pending = true;
+    return true;
 }
 
 // Y[n_row][n_out] (f32) = X W^T + bias, or Y += X W^T + bias (accumulate): the GEMV for decode
@@ -1247,7 +1286,11 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             case HP_DTYPE_BF16: oproj_done = launch_attention<HP_DTYPE_BF16>(state, *batch, layer, n_split, head_done, &oproj, qkv_rows); break;
         }
         folded = ffn_folded;
-        if (!oproj_done) ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr, m.o_end, kPartOProj);
+        if (!oproj_done && !folded && use_split(state, m.wo, n_token)) {
+            ok = ok && project_split(state, m.wo, a.attn, n_token, &w.bo);  // the ffn norm below adds it
+        } else if (!oproj_done) {
+            ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr, m.o_end, kPartOProj);
+        }
         if (!folded) rms_norm(state, w.ffn_norm, nullptr, n_token, a.h);
         if (w.is_moe) {
             const hp_tensor *next_norm = layer + 1 < c.n_layer ? &model.layers[layer + 1].attn_norm
@@ -1264,7 +1307,11 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         const hp_tensor *next_norm = layer + 1 < c.n_layer ? &model.layers[layer + 1].attn_norm
                                      : batch->n_logit_row > 0 ? &model.output_norm : nullptr;
         folded = fold && next_norm;
-        ok = ok && project(state, m.w_down, a.act, a.x, n_token, true, &w.b_down, nullptr, folded ? next_norm : nullptr, m.down_end);
+        if (!folded && layer + 1 < c.n_layer && use_split(state, m.w_down, n_token)) {
+            ok = ok && project_split(state, m.w_down, a.act, n_token, &w.b_down);  // the next layer's attention norm adds it
+        } else {
+            ok = ok && project(state, m.w_down, a.act, a.x, n_token, true, &w.b_down, nullptr, folded ? next_norm : nullptr, m.down_end);
+        }
     }
     if (batch->n_logit_row > 0) {
         const FoldedNorm logit_norm{batch->logit_rows};

@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include <hotpass/forward_abi.h>
@@ -99,9 +100,13 @@ __global__ void __launch_bounds__(HP_CUDA_NORM_THREADS) rms_norm_bf16_kernel(con
 // onwards of chunk c), so that a row is read once by 16-byte loads all in flight together, and the norm weight is
 // read before the wait (the plugin's, constant). Needs n % 4 == 0, x and out 16- and 8-byte aligned, and
 // n <= 4 * kChunks * blockDim.x (launch_rms_norm checks).
-// kEmbed: the first layer's norm with the embedding lookup and the token -> sequence map folded in (one launch
-// for what token_seq_kernel, embed_kernel and this kernel do): row r is embedding row token_ids[r], also
-// written to x[r]; with seq_token_start, thread s of the grid writes token_seq for sequence s's tokens.
+// kSource kNormFromEmbedding: the first layer's norm with the embedding lookup and the token -> sequence map folded
+// in (one launch for what token_seq_kernel, embed_kernel and this kernel do): row r is embedding row token_ids[r],
+// also written to x[r]; with seq_token_start, thread s of the grid writes token_seq for sequence s's tokens.
+// kSource kNormFromResidual: the residual add of a projection split along its inputs folded in (knob gemm_split_k):
+// x[r] += the sum of its partial products (slices in order) + bias, written back, then normalised.
+enum NormSource : int { kNormFromX = 0, kNormFromEmbedding = 1, kNormFromResidual = 2 };
+
 struct NormEmbed {
     const int32_t *token_ids = nullptr;
     hp_dtype dtype = HP_DTYPE_BF16;
@@ -111,9 +116,30 @@ struct NormEmbed {
     int32_t *token_seq = nullptr;
 };
 
-template <int kChunks, bool kEmbed>
+struct NormResidual {
+    const float *partials = nullptr;  // [n_partial][n_row][n]
+    int n_partial = 0;
+    hp_dtype bias_dtype = HP_DTYPE_F32;
+    const void *bias = nullptr;       // optional: [n]
+};
+
+// x[r] += bias + the partials' rows r (summed in that order, as rms_norm_rows_kernel does): the residual add where
+// that kernel cannot take the shape.
+__global__ void add_partials_kernel(float *x, int n, int n_row, NormResidual residual) {
+    hp_cuda_gemv::wait_for_previous_grid();
+    const int64_t total = int64_t(n) * n_row;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+        float sum = residual.bias ? load(residual.bias_dtype, residual.bias, i % n) : 0.0f;
+        for (int s = 0; s < residual.n_partial; ++s) sum += residual.partials[int64_t(s) * total + i];
+        x[i] += sum;
+    }
+}
+
+template <int kChunks, int kSource>
 __global__ void __launch_bounds__(HP_CUDA_NORM_THREADS) rms_norm_rows_kernel(float *x, const int32_t *rows, __nv_bfloat16 *out, int n,
-                                                                             hp_dtype w_dtype, const void *weight, float eps, NormEmbed embed) {
+                                                                             hp_dtype w_dtype, const void *weight, float eps, NormEmbed embed,
+                                                                             NormResidual residual) {
+    constexpr bool kEmbed = kSource == kNormFromEmbedding;
     hp_cuda_gemv::launch_dependents();  // the GEMV after it may start streaming its weights
     float w[kChunks][4];
 #pragma unroll
@@ -149,6 +175,33 @@ __global__ void __launch_bounds__(HP_CUDA_NORM_THREADS) rms_norm_rows_kernel(flo
         for (int c = 0; c < kChunks; ++c) {
             const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
             v[c] = i < n ? *reinterpret_cast<const float4 *>(in + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        if constexpr (kSource == kNormFromResidual) {  // x += bias + the partials, in that order (rows is null here: launch_rms_norm)
+            const int64_t slice = int64_t(gridDim.x) * n;
+            float4 sum[kChunks];
+#pragma unroll
+            for (int c = 0; c < kChunks; ++c) {
+                const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
+                sum[c] = i < n && residual.bias ? make_float4(load(residual.bias_dtype, residual.bias, i), load(residual.bias_dtype, residual.bias, i + 1),
+                                                              load(residual.bias_dtype, residual.bias, i + 2), load(residual.bias_dtype, residual.bias, i + 3))
+                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+            for (int s = 0; s < residual.n_partial; ++s) {
+#pragma unroll
+                for (int c = 0; c < kChunks; ++c) {
+                    const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
+                    if (i >= n) continue;
+                    const float4 part = *reinterpret_cast<const float4 *>(residual.partials + int64_t(s) * slice + int64_t(r) * n + i);
+                    sum[c].x += part.x, sum[c].y += part.y, sum[c].z += part.z, sum[c].w += part.w;
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < kChunks; ++c) {
+                const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
+                if (i >= n) continue;
+                v[c].x += sum[c].x, v[c].y += sum[c].y, v[c].z += sum[c].z, v[c].w += sum[c].w;
+                *reinterpret_cast<float4 *>(x + int64_t(r) * n + i) = v[c];
+            }
         }
     }
     float sum_sq = 0.0f;
@@ -192,15 +245,15 @@ inline int norm_row_chunks(int n, int threads, const void *x, const void *out) {
     return 0;
 }
 
-template <bool kEmbed>
+template <int kSource>
 void launch_rms_norm_rows(int chunks, cudaStream_t stream, float *x, const int32_t *rows, int n_row, int n, __nv_bfloat16 *out,
-                          hp_dtype w_dtype, const void *weight, float eps, const NormEmbed &embed) {
+                          hp_dtype w_dtype, const void *weight, float eps, const NormEmbed &embed, const NormResidual &residual) {
     const dim3 grid{unsigned(n_row)}, block{unsigned(HP_CUDA_NORM_THREADS)};
     switch (chunks) {
-        case 1: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<1, kEmbed>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed); break;
-        case 2: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<2, kEmbed>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed); break;
-        case 4: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<4, kEmbed>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed); break;
-        default: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<8, kEmbed>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed); break;
+        case 1: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<1, kSource>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed, residual); break;
+        case 2: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<2, kSource>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed, residual); break;
+        case 4: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<4, kSource>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed, residual); break;
+        default: hp_cuda_gemv::launch_pdl(rms_norm_rows_kernel<8, kSource>, grid, block, 0, stream, x, rows, out, n, w_dtype, weight, eps, embed, residual); break;
     }
 }
 
@@ -209,13 +262,25 @@ void launch_rms_norm_rows(int chunks, cudaStream_t stream, float *x, const int32
 // rms_norm_bf16_kernel. With `embed` (the first layer's norm; rows must be null) x is first filled from the
 // embedding table, and token_seq written when embed->seq_token_start is given: with mode 2 in the norm's own
 // launch where rms_norm_rows_kernel takes the shape, else by token_seq_kernel and embed_kernel before it.
+// With `residual` (knob gemm_split_k; rows must be null, no embed) x[r] first gets its partial products and bias
+// added: in the norm's launch where rms_norm_rows_kernel takes the shape (mode 1 or 2), else by add_partials_kernel.
 inline void launch_rms_norm(int mode, cudaStream_t stream, float *x, const int32_t *rows, int n_row, int n, __nv_bfloat16 *out,
-                            hp_dtype w_dtype, const void *weight, float eps, const NormEmbed *embed = nullptr) {
+                            hp_dtype w_dtype, const void *weight, float eps, const NormEmbed *embed = nullptr,
+                            const NormResidual *residual = nullptr) {
     if (n_row <= 0) return;
     const int chunks = mode > 0 ? norm_row_chunks(n, HP_CUDA_NORM_THREADS, x, out) : 0;
     if (embed && mode == 2 && chunks > 0 && embed->n_seq <= n_row * HP_CUDA_NORM_THREADS) {
-        launch_rms_norm_rows<true>(chunks, stream, x, nullptr, n_row, n, out, w_dtype, weight, eps, *embed);
+        launch_rms_norm_rows<kNormFromEmbedding>(chunks, stream, x, nullptr, n_row, n, out, w_dtype, weight, eps, *embed, NormResidual{});
         return;
+    }
+    if (residual && !rows && chunks > 0) {
+        launch_rms_norm_rows<kNormFromResidual>(chunks, stream, x, nullptr, n_row, n, out, w_dtype, weight, eps, NormEmbed{}, *residual);
+        return;
+    }
+    if (residual) {
+        const int64_t total = int64_t(n) * n_row;
+        hp_cuda_gemv::launch_pdl(add_partials_kernel, dim3(unsigned(std::min<int64_t>((total + 255) / 256, 4096))), dim3(256), 0, stream, x, n,
+                                 n_row, *residual);
     }
     if (embed) {
         if (embed->seq_token_start && embed->n_seq > 0) {
@@ -224,7 +289,7 @@ inline void launch_rms_norm(int mode, cudaStream_t stream, float *x, const int32
         embed_kernel<<<unsigned(n_row), 256, 0, stream>>>(x, embed->token_ids, embed->dtype, embed->table, n);
     }
     if (chunks > 0) {
-        launch_rms_norm_rows<false>(chunks, stream, x, rows, n_row, n, out, w_dtype, weight, eps, NormEmbed{});
+        launch_rms_norm_rows<kNormFromX>(chunks, stream, x, rows, n_row, n, out, w_dtype, weight, eps, NormEmbed{}, NormResidual{});
     } else {
         hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(unsigned(n_row)), dim3(HP_CUDA_NORM_THREADS), 0, stream, x, rows, out, n, w_dtype,
                                  weight, eps);

@@ -11,6 +11,12 @@
 #ifndef HP_CUDA_GEMM_QKV
 #define HP_CUDA_GEMM_QKV 1
 #endif
+#ifndef HP_CUDA_GEMM_SPLIT_K
+#define HP_CUDA_GEMM_SPLIT_K 0
+#endif
+#ifndef HP_CUDA_GEMM_SPLIT_K_MAX_TOKENS
+#define HP_CUDA_GEMM_SPLIT_K_MAX_TOKENS 64
+#endif
 #ifndef HP_CUDA_ATTN_WARPS
 #define HP_CUDA_ATTN_WARPS 4
 #endif
@@ -340,6 +346,8 @@
 
 static_assert(HP_CUDA_NORM_THREADS % 32 == 0 && HP_CUDA_NORM_THREADS <= 1024, "norm_threads: whole warps, at most 1024");
 static_assert(HP_CUDA_GEMM_QKV == 0 || HP_CUDA_GEMM_QKV == 1, "gemm_qkv: 0 or 1");
+static_assert(HP_CUDA_GEMM_SPLIT_K == 0 || HP_CUDA_GEMM_SPLIT_K == 2 || HP_CUDA_GEMM_SPLIT_K == 4, "gemm_split_k: 0 (off), 2 or 4");
+static_assert(HP_CUDA_GEMM_SPLIT_K_MAX_TOKENS >= 1, "gemm_split_k_max_tokens: at least 1");
 static_assert(HP_CUDA_NORM_VEC >= 0 && HP_CUDA_NORM_VEC <= 2, "norm_vec: 0 (scalar loops), 1 (row in registers), 2 (and the embedding in the first norm)");
 static_assert(HP_CUDA_ATTN_WARPS >= 1 && HP_CUDA_ATTN_WARPS * 32 <= 1024, "attn_warps: 1..32");
 static_assert(HP_CUDA_ATTN_SPLIT_TOKENS >= 1 && HP_CUDA_ATTN_MAX_SPLIT >= 1 && HP_CUDA_ATTN_MAX_SPLIT <= 64,
