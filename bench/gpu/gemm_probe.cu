@@ -66,9 +66,10 @@ Timing time_launches(cudaStream_t stream, int n_copy, Launch launch) {
         if (!launch(copy++ % n_copy)) return t;
     }
     std::vector<float> per;
+    bool launched = true;
     for (int b = 0; b < 7; ++b) {
         CHECK(cudaEventRecord(start, stream));
-        for (int i = 0; i < 20; ++i) launch(copy++ % n_copy);
+        for (int i = 0; i < 20; ++i) launched = launch(copy++ % n_copy) && launched;
         CHECK(cudaEventRecord(stop, stream));
         CHECK(cudaEventSynchronize(stop));
         float ms = 0.0f;
@@ -77,7 +78,7 @@ Timing time_launches(cudaStream_t stream, int n_copy, Launch launch) {
     }
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
-    if (cudaGetLastError() != cudaSuccess) return t;
+    if (!launched || cudaGetLastError() != cudaSuccess) return t;
     std::sort(per.begin(), per.end());
     t.us = per[per.size() / 2];
     t.ok = true;
@@ -191,7 +192,9 @@ int main(int argc, char **argv) {
             CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes)));
             cublasLtMatmulHeuristicResult_t result[32];
             int n_result = 0;
-            cublasLtMatmulAlgoGetHeuristic(lt, op, a_layout, b_layout, c_layout, c_layout, pref, 32, result, &n_result);
+            if (cublasLtMatmulAlgoGetHeuristic(lt, op, a_layout, b_layout, c_layout, c_layout, pref, 32, result, &n_result) != CUBLAS_STATUS_SUCCESS) {
+                n_result = 0;  // reported as "of 0" below
+            }
             Timing first, best;
             int best_i = -1;
             for (int i = 0; i < n_result; ++i) {

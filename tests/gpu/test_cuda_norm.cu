@@ -152,8 +152,8 @@ Result run_mode(const Case &c, int mode, uint32_t seed) {
         cudaMemcpy(out, poison_out.data(), poison_out.size() * 2, cudaMemcpyHostToDevice);
         cudaMemcpy(d_seq, poison_seq.data(), poison_seq.size() * 4, cudaMemcpyHostToDevice);
         cudaMemcpy(x, x_host.data(), x_host.size() * 4, cudaMemcpyHostToDevice);
-        base::launch_rms_norm(mode, nullptr, x, c.rows ? d_rows : nullptr, c.n_row, c.n, reinterpret_cast<__nv_bfloat16 *>(out), c.w_dtype, w,
-                              kEps, c.embed ? &embed : nullptr, c.n_partial ? &residual : nullptr);
+        EXPECT_TRUE(base::launch_rms_norm(mode, nullptr, x, c.rows ? d_rows : nullptr, c.n_row, c.n, reinterpret_cast<__nv_bfloat16 *>(out),
+                                          c.w_dtype, w, kEps, c.embed ? &embed : nullptr, c.n_partial ? &residual : nullptr));
         EXPECT_EQ(cudaGetLastError(), cudaSuccess);
         EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint16_t> got(poison_out.size());
@@ -257,6 +257,20 @@ TEST(CudaNorm, RowChunksPickTheKernel) {
     EXPECT_EQ(base::norm_row_chunks(0, 256, x, out), 0);
     EXPECT_EQ(base::norm_row_chunks(2048, 256, x + 1, out), 0);  // x rows off 16 bytes
     EXPECT_EQ(base::norm_row_chunks(2048, 256, x, out + 1), 0);  // out rows off 8 bytes
+}
+
+// What launch_rms_norm cannot do it refuses before launching anything (so no device is needed): the embedding or a
+// residual add with gathered rows (it would fill or add rows 0..n_row-1, not the gathered ones), or both at once.
+TEST(CudaNorm, RefusesGatheredRowsWithAnEmbeddingOrAResidual) {
+    const base::NormEmbed embed;
+    const base::NormResidual residual;
+    const int32_t *rows = reinterpret_cast<const int32_t *>(16);  // never read: refused first
+    for (int mode = 0; mode <= 2; ++mode) {
+        EXPECT_FALSE(base::launch_rms_norm(mode, nullptr, nullptr, rows, 4, 2048, nullptr, HP_DTYPE_BF16, nullptr, kEps, &embed, nullptr));
+        EXPECT_FALSE(base::launch_rms_norm(mode, nullptr, nullptr, rows, 4, 2048, nullptr, HP_DTYPE_BF16, nullptr, kEps, nullptr, &residual));
+        EXPECT_FALSE(base::launch_rms_norm(mode, nullptr, nullptr, nullptr, 4, 2048, nullptr, HP_DTYPE_BF16, nullptr, kEps, &embed, &residual));
+        EXPECT_TRUE(base::launch_rms_norm(mode, nullptr, nullptr, rows, 0, 2048, nullptr, HP_DTYPE_BF16, nullptr, kEps));  // no rows: nothing to do
+    }
 }
 
 TEST(CudaNorm, EveryModeMatchesHostMath) {

@@ -100,12 +100,11 @@ struct Activations {
     __nv_bfloat16 *expert_act;  // [n * k][d_ff_expert]
     int32_t *n_active, *active_expert, *group_start, *group_pair;
     float *inv_rms;
-    // Knob gemm_qkv: q/k/v above the decode kernels' limit as one cuBLAS batch, its output [n][q | k | v] (f32),
-    // and the batch's pointer arrays (device): per layer the parts' weights, then the input and output of
-    // each part (gemm_qkv).
+    // Knob gemm_qkv: q/k/v above the decode kernels' limit as one cuBLAS batch (gemm_qkv), its output
+    // [n][q | k | v] (f32), and the batch's pointer arrays (device).
     float *qkv;
-    void **qkv_ptrs;
-    float *split_partial;  // knob gemm_split_k: [gemm_split_k][min(n, gemm_split_k_max_tokens)][d_model] partial products  // [n_layer][parts] weights, then [parts] inputs (h), then [parts] outputs (into qkv)
+    void **qkv_ptrs;  // [n_layer][parts] weights, then [parts] inputs (h), then [parts] outputs (into qkv)
+    float *split_partial;  // knob gemm_split_k: [gemm_split_k][min(n, gemm_split_k_max_tokens)][d_model] partial products
 };
 
 struct BaselineState {
@@ -348,20 +347,24 @@ void set_input(const BaselineState &state, hp_cuda_gemv::Params &p, const __nv_b
 
 // out[r] = bf16(RMSNorm(x[rows ? rows[r] : r]) * weight): the input of projections that cannot fold it.
 // With `embed`, the first layer's: x filled from the embedding table first (kernels.cuh launch_rms_norm).
-// A residual add left by project_split (knob gemm_split_k) is done here first; rows must then be null.
-void rms_norm(BaselineState &state, const hp_tensor &weight, const int32_t *rows, int n_row, __nv_bfloat16 *out,
+// A residual add left by project_split (knob gemm_split_k) is done here first: the callers split only where a norm
+// of every row (no gathered rows, no embedding) follows; false, with nothing launched, where that did not hold.
+bool rms_norm(BaselineState &state, const hp_tensor &weight, const int32_t *rows, int n_row, __nv_bfloat16 *out,
               const NormEmbed *embed = nullptr) {
     const hp_config &c = state.model->config;
     const NormResidual *residual = state.residual_pending ? &state.residual : nullptr;
     state.residual_pending = false;
-    if (residual && rows) log_message(state, HP_LOG_ERROR, "rms_norm", "a split residual add before a norm of gathered rows (not done)");
-    launch_rms_norm(HP_CUDA_NORM_VEC, state.stream, state.act.x, rows, n_row, c.d_model, out, weight.dtype, weight.data, c.norm_eps, embed,
-                    rows ? nullptr : residual);
+    if (launch_rms_norm(HP_CUDA_NORM_VEC, state.stream, state.act.x, rows, n_row, c.d_model, out, weight.dtype, weight.data, c.norm_eps, embed,
+                        residual)) {
+        return true;
+    }
+    log_message(state, HP_LOG_ERROR, "rms_norm", "a split residual add left before a norm of gathered rows or of the embedding");
+    return false;
 }
 
 // The step's first launch: the embedding rows of `token_ids` into x, the first layer's norm of them into h, and
 // (with seq_token_start) the token -> sequence map.
-void embed_and_norm(BaselineState &state, const int32_t *token_ids, int n_token, const int32_t *seq_token_start, int n_seq) {
+bool embed_and_norm(BaselineState &state, const int32_t *token_ids, int n_token, const int32_t *seq_token_start, int n_seq) {
     const hp_model &model = *state.model;
     NormEmbed embed;
     embed.token_ids = token_ids;
@@ -370,7 +373,8 @@ void embed_and_norm(BaselineState &state, const int32_t *token_ids, int n_token,
     embed.seq_token_start = seq_token_start;
     embed.n_seq = n_seq;
     embed.token_seq = state.act.token_seq;
-    rms_norm(state, model.layers[0].attn_norm, nullptr, n_token, state.act.h, &embed);
+    state.residual_pending = false;  // a new step: nothing of a failed one's is left to add
+    return rms_norm(state, model.layers[0].attn_norm, nullptr, n_token, state.act.h, &embed);
 }
 
 // Knob gemm_split_k: a residual projection (o_proj, down_proj) on cuBLAS of at most gemm_split_k_max_tokens rows
@@ -649,7 +653,7 @@ bool persistent_step(BaselineState &state, const hp_batch &batch, hp_output &out
     const hp_model &model = *state.model;
     const hp_config &c = model.config;
     cudaMemsetAsync(state.step_barrier, 0, sizeof(unsigned), state.stream);
-    embed_and_norm(state, batch.token_ids, 1, nullptr, 0);
+    if (!embed_and_norm(state, batch.token_ids, 1, nullptr, 0)) return false;
     hp_cuda_step::StepParams p;
     p.ops = state.step_ops;
     p.n_op = int(state.step_ops_host.size());
@@ -1229,8 +1233,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         }
         return ok ? HP_OK : HP_ERR_INVALID;
     }
-    embed_and_norm(state, batch->token_ids, n_token, batch->seq_token_start, batch->n_seq);
-    bool ok = true;
+    bool ok = embed_and_norm(state, batch->token_ids, n_token, batch->seq_token_start, batch->n_seq);
     // RMSNorm folded into the GEMVs (gemv.cuh): `folded` says a.h and a.sum_sq already hold the next
     // norm's operand and partial sums (written by the last residual GEMV).
     const bool fold = HP_CUDA_GEMV_NORM && use_gemv(state, n_token);
@@ -1244,7 +1247,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         const hp_layer &w = model.layers[layer];
         const LayerMatrices &m = state.layers[size_t(layer)];
         const FoldedNorm *attn_norm = folded ? &folded_norm : nullptr;
-        if (layer > 0 && !folded && !normed) rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
+        if (layer > 0 && !folded && !normed) ok = ok && rms_norm(state, w.attn_norm, nullptr, n_token, a.h);
         bool head_done = false;        // the q/k/v launch did the head kernel's work
         const float *qkv_rows = nullptr;  // q/k/v in a.qkv's rows (knob gemm_qkv), else in a.q, a.k, a.v
         if (HP_CUDA_GEMV_FUSE && (use_gemv(state, n_token) || qkv_skinny) && m.wq.n_in == m.wk.n_in && m.wq.n_in == m.wv.n_in) {
@@ -1291,7 +1294,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
         } else if (!oproj_done) {
             ok = ok && project(state, m.wo, a.attn, a.x, n_token, true, &w.bo, nullptr, folded ? &w.ffn_norm : nullptr, m.o_end, kPartOProj);
         }
-        if (!folded) rms_norm(state, w.ffn_norm, nullptr, n_token, a.h);
+        if (!folded) ok = ok && rms_norm(state, w.ffn_norm, nullptr, n_token, a.h);
         if (w.is_moe) {
             const hp_tensor *next_norm = layer + 1 < c.n_layer ? &model.layers[layer + 1].attn_norm
                                          : batch->n_logit_row > 0 ? &model.output_norm : nullptr;
@@ -1319,7 +1322,7 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false, nullptr, &logit_norm, nullptr,
                                state.weight_stream.size(), kPartLmHead);
         } else {
-            rms_norm(state, model.output_norm, batch->logit_rows, batch->n_logit_row, a.h);
+            ok = ok && rms_norm(state, model.output_norm, batch->logit_rows, batch->n_logit_row, a.h);
             ok = ok && project(state, state.lm_head, a.h, out->logits, batch->n_logit_row, false, nullptr, nullptr, nullptr,
                                state.weight_stream.size(), kPartLmHead);
         }

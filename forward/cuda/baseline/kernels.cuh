@@ -262,20 +262,23 @@ void launch_rms_norm_rows(int chunks, cudaStream_t stream, float *x, const int32
 // rms_norm_bf16_kernel. With `embed` (the first layer's norm; rows must be null) x is first filled from the
 // embedding table, and token_seq written when embed->seq_token_start is given: with mode 2 in the norm's own
 // launch where rms_norm_rows_kernel takes the shape, else by token_seq_kernel and embed_kernel before it.
-// With `residual` (knob gemm_split_k; rows must be null, no embed) x[r] first gets its partial products and bias
-// added: in the norm's launch where rms_norm_rows_kernel takes the shape (mode 1 or 2), else by add_partials_kernel.
-inline void launch_rms_norm(int mode, cudaStream_t stream, float *x, const int32_t *rows, int n_row, int n, __nv_bfloat16 *out,
+// With `residual` (knob gemm_split_k) x[r] first gets its partial products and bias added: in the norm's launch
+// where rms_norm_rows_kernel takes the shape (mode 1 or 2, partials 16-byte aligned), else by add_partials_kernel.
+// Returns false, launching nothing, for what it cannot do: embed or residual with gathered rows, or both at once.
+inline bool launch_rms_norm(int mode, cudaStream_t stream, float *x, const int32_t *rows, int n_row, int n, __nv_bfloat16 *out,
                             hp_dtype w_dtype, const void *weight, float eps, const NormEmbed *embed = nullptr,
                             const NormResidual *residual = nullptr) {
-    if (n_row <= 0) return;
+    if ((embed || residual) && rows) return false;
+    if (embed && residual) return false;
+    if (n_row <= 0) return true;
     const int chunks = mode > 0 ? norm_row_chunks(n, HP_CUDA_NORM_THREADS, x, out) : 0;
     if (embed && mode == 2 && chunks > 0 && embed->n_seq <= n_row * HP_CUDA_NORM_THREADS) {
         launch_rms_norm_rows<kNormFromEmbedding>(chunks, stream, x, nullptr, n_row, n, out, w_dtype, weight, eps, *embed, NormResidual{});
-        return;
+        return true;
     }
-    if (residual && !rows && chunks > 0) {
+    if (residual && chunks > 0 && reinterpret_cast<uintptr_t>(residual->partials) % 16 == 0) {
         launch_rms_norm_rows<kNormFromResidual>(chunks, stream, x, nullptr, n_row, n, out, w_dtype, weight, eps, NormEmbed{}, *residual);
-        return;
+        return true;
     }
     if (residual) {
         const int64_t total = int64_t(n) * n_row;
@@ -294,6 +297,7 @@ inline void launch_rms_norm(int mode, cudaStream_t stream, float *x, const int32
         hp_cuda_gemv::launch_pdl(rms_norm_bf16_kernel, dim3(unsigned(n_row)), dim3(HP_CUDA_NORM_THREADS), 0, stream, x, rows, out, n, w_dtype,
                                  weight, eps);
     }
+    return true;
 }
 
 struct HeadParams {
