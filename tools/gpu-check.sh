@@ -8,7 +8,9 @@
 #                                            binaries, plugins and the non-CUDA shared libraries they
 #                                            need into build/gpu-stage, small enough to carry to a
 #                                            GPU machine whose image lacks the C++ dependencies;
-#                                            HOTPASS_STAGE_FROM / HOTPASS_STAGE_DIR override both)
+#                                            HOTPASS_STAGE_FROM / HOTPASS_STAGE_DIR override both;
+#                                            HOTPASS_GPU_TESTS, if set, names the test binaries to
+#                                            stage, so that a stage fits the device tool's 64 MiB)
 # env:   BUILD_DIR (default build/gpu-stage if present, else build/cuda), HOTPASS_GPU_REBUILD=1 to
 #        configure+build even if a build is present,
 #        HOTPASS_GPU_SKIP_TESTS=1 (no gtest/ctest part), HOTPASS_GPU_SKIP_BENCH=1, HOTPASS_GPU_SKIP_HF=1, HOTPASS_GPU_HF_1B=0 (skip the 2.5 GB llama-3.2-1b
@@ -24,7 +26,7 @@ GPU_TESTS="test_synthetic_device test_cuda_reference test_cuda_baseline test_cud
 if [ "${1:-}" = --stage ]; then
   from=${HOTPASS_STAGE_FROM:-$ROOT/build/cuda} stage=${HOTPASS_STAGE_DIR:-$ROOT/build/gpu-stage}
   rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib/hotpass/forward" "$stage/runtime-libs"
-  for b in hotpass hotpass_bench_gpu_decode hotpass_bench_gpu_stream_probe hotpass_bench_gpu_gemm_probe $GPU_TESTS; do
+  for b in hotpass hotpass_bench_gpu_decode hotpass_bench_gpu_stream_probe hotpass_bench_gpu_gemm_probe ${HOTPASS_GPU_TESTS:-$GPU_TESTS}; do
     if [ -x "$from/bin/$b" ]; then strip -o "$stage/bin/$b" "$from/bin/$b"; else echo "not built, not staged: $b"; fi
   done
   for so in "$from"/lib/hotpass/forward/*.so; do strip --strip-debug -o "$stage/lib/hotpass/forward/$(basename "$so")" "$so"; done
@@ -42,6 +44,8 @@ if [ "${1:-}" = --stage ]; then
   for lib in libssl.so.3 libcrypto.so.3 libz.so.1; do cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/runtime-libs/fallback/" 2>/dev/null; done
   sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$from/CMakeCache.txt" > "$stage/source-root"
   du -sh "$stage"
+  mib=$(du -sm "$stage" | cut -f1)
+  [ "$mib" -gt 64 ] && echo "the stage is $mib MiB, over the 64 MiB the device tool carries: name fewer tests in HOTPASS_GPU_TESTS, or remove runtime-libs/fallback where the GPU machine has OpenSSL and zlib"
   exit 0
 fi
 

@@ -54,6 +54,35 @@ __global__ void fill_kernel(__nv_bfloat16 *data, size_t n, uint32_t seed) {
     }
 }
 
+// The operands of one section: n_copy copies of w_elems weights (enough copies for at least 512 MB, so that every
+// launch reads its copy from HBM), an input of x_elems and an output of y_elems floats (zeroed), filled on `stream`
+// with values from `seed`. Freed at the end of the section.
+struct RotatingOperands {
+    size_t w_elems = 0;
+    int n_copy = 0;
+    __nv_bfloat16 *w = nullptr, *x = nullptr;
+    float *y = nullptr;
+
+    RotatingOperands(cudaStream_t stream, size_t w_elems_, size_t x_elems, size_t y_elems, uint32_t seed) : w_elems(w_elems_) {
+        n_copy = int(std::max<size_t>(2, (size_t(512) << 20) / (w_elems * 2) + 1));
+        CHECK(cudaMalloc(&w, w_elems * 2 * n_copy));
+        CHECK(cudaMalloc(&x, x_elems * 2));
+        CHECK(cudaMalloc(&y, y_elems * 4));
+        fill_kernel<<<1024, 256, 0, stream>>>(w, w_elems * n_copy, seed);
+        fill_kernel<<<64, 256, 0, stream>>>(x, x_elems, seed + 1);
+        CHECK(cudaMemsetAsync(y, 0, y_elems * 4, stream));
+    }
+    RotatingOperands(const RotatingOperands &) = delete;
+    RotatingOperands &operator=(const RotatingOperands &) = delete;
+    ~RotatingOperands() {
+        cudaFree(w);
+        cudaFree(x);
+        cudaFree(y);
+    }
+    const __nv_bfloat16 *copy(int i) const { return w + size_t(i) * w_elems; }
+    double gb() const { return double(w_elems) * 2 / 1e9; }  // weight bytes a launch reads, in GB
+};
+
 // Median over 7 batches of 20 launches of `launch(copy)`, the copy rotating over n_copy weight copies.
 template <class Launch>
 Timing time_launches(cudaStream_t stream, int n_copy, Launch launch) {
@@ -144,21 +173,14 @@ int main(int argc, char **argv) {
     const int max_tokens = *std::max_element(tokens.begin(), tokens.end());
 
     for (const Shape &s : shapes) {
-        const size_t w_elems = size_t(s.n_out) * s.n_in * s.batch, w_bytes = w_elems * 2;
-        const int n_copy = int(std::max<size_t>(2, (size_t(512) << 20) / w_bytes + 1));
-        __nv_bfloat16 *w = nullptr, *x = nullptr;
-        float *y = nullptr;
-        CHECK(cudaMalloc(&w, w_bytes * n_copy));
-        CHECK(cudaMalloc(&x, size_t(max_tokens) * s.n_in * 2));
-        CHECK(cudaMalloc(&y, size_t(max_tokens) * s.n_out * s.batch * 4));
-        fill_kernel<<<1024, 256, 0, stream>>>(w, w_elems * n_copy, 1);
-        fill_kernel<<<64, 256, 0, stream>>>(x, size_t(max_tokens) * s.n_in, 2);
-        CHECK(cudaMemsetAsync(y, 0, size_t(max_tokens) * s.n_out * s.batch * 4, stream));
+        const RotatingOperands ops(stream, size_t(s.n_out) * s.n_in * s.batch, size_t(max_tokens) * s.n_in, size_t(max_tokens) * s.n_out * s.batch, 1);
+        const __nv_bfloat16 *x = ops.x;
+        float *y = ops.y;
         for (int n : tokens) {
             const float alpha = 1.0f, beta = s.beta;
             const long long stride_w = (long long)s.n_out * s.n_in, stride_y = (long long)s.n_out * n;
-            const Timing def = time_launches(stream, n_copy, [&](int copy) {
-                const __nv_bfloat16 *wc = w + size_t(copy) * s.n_out * s.n_in * s.batch;
+            const Timing def = time_launches(stream, ops.n_copy, [&](int copy) {
+                const __nv_bfloat16 *wc = ops.copy(copy);
                 if (s.batch == 1) {
                     return cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, s.n_out, n, s.n_in, &alpha, wc, CUDA_R_16BF, s.n_in, x, CUDA_R_16BF, s.n_in,
                                         &beta, y, CUDA_R_32F, s.n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
@@ -199,8 +221,8 @@ int main(int argc, char **argv) {
             int best_i = -1;
             for (int i = 0; i < n_result; ++i) {
                 if (result[i].state != CUBLAS_STATUS_SUCCESS) continue;
-                const Timing t = time_launches(stream, n_copy, [&](int copy) {
-                    const __nv_bfloat16 *wc = w + size_t(copy) * s.n_out * s.n_in * s.batch;
+                const Timing t = time_launches(stream, ops.n_copy, [&](int copy) {
+                    const __nv_bfloat16 *wc = ops.copy(copy);
                     return cublasLtMatmul(lt, op, &alpha, wc, a_layout, x, b_layout, &beta, y, c_layout, y, c_layout, &result[i].algo, workspace,
                                           workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
                 });
@@ -210,7 +232,7 @@ int main(int argc, char **argv) {
                     best_i = i;
                 }
             }
-            const double gb = double(w_bytes) / 1e9;
+            const double gb = ops.gb();
             std::printf("%-8s n_out %6d n_in %5d x%d tokens %4d: default %7.2f us (%4.0f GB/s); lt first %7.2f; lt best %7.2f us (%4.0f GB/s, #%d of %d",
                         s.name, s.n_out, s.n_in, s.batch, n, def.us, def.ok ? gb / (def.us * 1e-6) : 0.0, first.us, best.us,
                         best.ok ? gb / (best.us * 1e-6) : 0.0, best_i, n_result);
@@ -228,34 +250,24 @@ int main(int argc, char **argv) {
             cublasLtMatrixLayoutDestroy(c_layout);
             cublasLtMatmulDescDestroy(op);
         }
-        cudaFree(w);
-        cudaFree(x);
-        cudaFree(y);
     }
     // o_proj and down_proj (the residual accumulating, beta 1, as the plugin launches them) against the same product
     // split along n_in into S slices as one strided batch (beta 0) into S partial outputs, which a kernel after it
     // would add into the residual (not timed here: the norm kernel that follows could do it).
     for (const Shape &s : shapes) {
         if (s.beta != 1.0f) continue;
-        const size_t w_elems = size_t(s.n_out) * s.n_in, w_bytes = w_elems * 2;
-        const int n_copy = int(std::max<size_t>(2, (size_t(512) << 20) / w_bytes + 1));
-        __nv_bfloat16 *w = nullptr, *x = nullptr;
-        float *y = nullptr;
-        CHECK(cudaMalloc(&w, w_bytes * n_copy));
-        CHECK(cudaMalloc(&x, size_t(max_tokens) * s.n_in * 2));
-        CHECK(cudaMalloc(&y, size_t(max_tokens) * s.n_out * 4 * 4));
-        fill_kernel<<<1024, 256, 0, stream>>>(w, w_elems * n_copy, 5);
-        fill_kernel<<<64, 256, 0, stream>>>(x, size_t(max_tokens) * s.n_in, 6);
-        CHECK(cudaMemsetAsync(y, 0, size_t(max_tokens) * s.n_out * 4 * 4, stream));
-        const double gb = double(w_bytes) / 1e9;
+        const RotatingOperands ops(stream, size_t(s.n_out) * s.n_in, size_t(max_tokens) * s.n_in, size_t(max_tokens) * s.n_out * 4, 5);
+        const __nv_bfloat16 *x = ops.x;
+        float *y = ops.y;
+        const double gb = ops.gb();
         for (int n : tokens) {
             std::printf("%-8s n_out %6d n_in %5d tokens %4d, split along n_in:", s.name, s.n_out, s.n_in, n);
             for (int split : {1, 2, 4}) {
                 if (s.n_in % (8 * split) != 0) continue;
                 const int k = s.n_in / split;
                 const float alpha = 1.0f, beta = split == 1 ? 1.0f : 0.0f;
-                const Timing t = time_launches(stream, n_copy, [&](int copy) {
-                    const __nv_bfloat16 *wc = w + size_t(copy) * w_elems;
+                const Timing t = time_launches(stream, ops.n_copy, [&](int copy) {
+                    const __nv_bfloat16 *wc = ops.copy(copy);
                     if (split == 1) {
                         return cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, s.n_out, n, s.n_in, &alpha, wc, CUDA_R_16BF, s.n_in, x, CUDA_R_16BF, s.n_in,
                                             &beta, y, CUDA_R_32F, s.n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
@@ -268,9 +280,6 @@ int main(int argc, char **argv) {
             }
             std::printf("\n");
         }
-        cudaFree(w);
-        cudaFree(x);
-        cudaFree(y);
     }
 
     // q/k/v above the decode kernels' limit: as the plugin launches them (q, then k/v as a strided pair), as one GEMM
@@ -278,21 +287,16 @@ int main(int argc, char **argv) {
     // width each (q's row blocks, k, v: no copy), the last two writing one [tokens][q + 2 kv] output.
     {
         const int q_w = n_head * d_head, kv_w = n_head_kv * d_head, all_w = q_w + 2 * kv_w, n_part = q_w / kv_w + 2;
-        const size_t w_elems = size_t(all_w) * d_model, w_bytes = w_elems * 2;
-        const int n_copy = int(std::max<size_t>(2, (size_t(512) << 20) / w_bytes + 1));
-        __nv_bfloat16 *w = nullptr, *x = nullptr;
-        float *y = nullptr;
-        CHECK(cudaMalloc(&w, w_bytes * n_copy));
-        CHECK(cudaMalloc(&x, size_t(max_tokens) * d_model * 2));
-        CHECK(cudaMalloc(&y, size_t(max_tokens) * all_w * 4));
-        fill_kernel<<<1024, 256, 0, stream>>>(w, w_elems * n_copy, 3);
-        fill_kernel<<<64, 256, 0, stream>>>(x, size_t(max_tokens) * d_model, 4);
+        const RotatingOperands ops(stream, size_t(all_w) * d_model, size_t(max_tokens) * d_model, size_t(max_tokens) * all_w, 3);
+        const int n_copy = ops.n_copy;
+        const __nv_bfloat16 *x = ops.x;
+        float *y = ops.y;
         // Pointer arrays per copy: A = the parts' weights, B = x, C = the parts' columns of y.
         std::vector<const void *> a_host, b_host;
         std::vector<void *> c_host;
         for (int copy = 0; copy < n_copy; ++copy) {
             for (int part = 0; part < n_part; ++part) {
-                a_host.push_back(w + size_t(copy) * w_elems + size_t(part) * kv_w * d_model);
+                a_host.push_back(ops.copy(copy) + size_t(part) * kv_w * d_model);
                 b_host.push_back(x);
                 c_host.push_back(y + size_t(part) * kv_w);
             }
@@ -306,10 +310,10 @@ int main(int argc, char **argv) {
         CHECK(cudaMemcpy(b_dev, b_host.data(), b_host.size() * sizeof(void *), cudaMemcpyHostToDevice));
         CHECK(cudaMemcpy(c_dev, c_host.data(), c_host.size() * sizeof(void *), cudaMemcpyHostToDevice));
         const float alpha = 1.0f, beta = 0.0f;
-        const double gb = double(w_bytes) / 1e9;
+        const double gb = ops.gb();
         for (int n : tokens) {
             const Timing now = time_launches(stream, n_copy, [&](int copy) {
-                const __nv_bfloat16 *wq = w + size_t(copy) * w_elems, *wk = wq + size_t(q_w) * d_model;
+                const __nv_bfloat16 *wq = ops.copy(copy), *wk = wq + size_t(q_w) * d_model;
                 return cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, q_w, n, d_model, &alpha, wq, CUDA_R_16BF, d_model, x, CUDA_R_16BF, d_model,
                                     &beta, y, CUDA_R_32F, q_w, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS &&
                        cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, kv_w, n, d_model, &alpha, wk, CUDA_R_16BF, d_model,
@@ -317,7 +321,7 @@ int main(int argc, char **argv) {
                                                   kv_w, (long long)kv_w * n, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
             });
             const Timing concat = time_launches(stream, n_copy, [&](int copy) {
-                return cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, all_w, n, d_model, &alpha, w + size_t(copy) * w_elems, CUDA_R_16BF, d_model, x,
+                return cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, all_w, n, d_model, &alpha, ops.copy(copy), CUDA_R_16BF, d_model, x,
                                     CUDA_R_16BF, d_model, &beta, y, CUDA_R_32F, all_w, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
             });
             const Timing batched = time_launches(stream, n_copy, [&](int copy) {
@@ -333,9 +337,6 @@ int main(int argc, char **argv) {
         cudaFree(a_dev);
         cudaFree(b_dev);
         cudaFree(c_dev);
-        cudaFree(w);
-        cudaFree(x);
-        cudaFree(y);
     }
     cublasLtDestroy(lt);
     cublasDestroy(blas);

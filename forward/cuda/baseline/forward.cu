@@ -130,7 +130,6 @@ struct BaselineState {
     NormResidual residual{};         // knob gemm_split_k: the residual add the next norm does (project_split)
     bool residual_pending = false;
     int qkv_parts = 0;  // knob gemm_qkv: GEMMs of the kv width in the q/k/v batch (n_head / n_head_kv + 2), 0: not taken
-    std::vector<const void *> qkv_ptrs_host;  // their pointer arrays as uploaded
     WeightStream weight_stream;  // the L2 prefetch plan (l2_prefetch.h); empty: no prefetch
     bool prefetch_step = false;  // this step prefetches (a dense decode step on the GEMV path)
     Activations act{};
@@ -214,8 +213,8 @@ bool reserve(BaselineState &state, int n_token) {
         const size_t parts = size_t(state.qkv_parts), n_layer = state.layers.size();
         a.qkv = static_cast<float *>(take(n * (q_width + 2 * kv_width) * f));
         a.qkv_ptrs = static_cast<void **>(take((n_layer + 2) * parts * sizeof(void *)));
-        std::vector<const void *> &host = state.qkv_ptrs_host;
-        host.clear();
+        // A copy from pageable memory returns once `host` is staged, so the vector may go at the end of the block.
+        std::vector<const void *> host;
         for (const LayerMatrices &m : state.layers) {
             for (size_t j = 0; j + 2 < parts; ++j) host.push_back(m.wq.w + j * kv_width * size_t(m.wq.n_in));
             host.push_back(m.wk.w);

@@ -135,19 +135,25 @@ __global__ void add_partials_kernel(float *x, int n, int n_row, NormResidual res
     }
 }
 
+// Elements i .. i + 3 of the row of n elements at `row` of `data` (any dtype) as a float4; zeros where i is past
+// the row.
+__device__ inline float4 load4_or_zero(hp_dtype dtype, const void *data, int64_t row, int i, int n) {
+    if (i >= n) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const int64_t at = row + i;
+    return make_float4(load(dtype, data, at), load(dtype, data, at + 1), load(dtype, data, at + 2), load(dtype, data, at + 3));
+}
+
 template <int kChunks, int kSource>
 __global__ void __launch_bounds__(HP_CUDA_NORM_THREADS) rms_norm_rows_kernel(float *x, const int32_t *rows, __nv_bfloat16 *out, int n,
                                                                              hp_dtype w_dtype, const void *weight, float eps, NormEmbed embed,
                                                                              NormResidual residual) {
     constexpr bool kEmbed = kSource == kNormFromEmbedding;
+    // The first element of this thread's chunk c of a row.
+    const auto first = [](int c) { return (c * int(blockDim.x) + int(threadIdx.x)) * 4; };
     hp_cuda_gemv::launch_dependents();  // the GEMV after it may start streaming its weights
-    float w[kChunks][4];
+    float4 w[kChunks];
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-        const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) w[c][k] = i < n ? load(w_dtype, weight, i + k) : 0.0f;
-    }
+    for (int c = 0; c < kChunks; ++c) w[c] = load4_or_zero(w_dtype, weight, 0, first(c), n);
     hp_cuda_gemv::wait_for_previous_grid();
     const int r = blockIdx.x;
     if constexpr (kEmbed) {
@@ -163,44 +169,33 @@ __global__ void __launch_bounds__(HP_CUDA_NORM_THREADS) rms_norm_rows_kernel(flo
         const int64_t src = int64_t(embed.token_ids[r]) * n;
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
-            const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
-            v[c] = i < n ? make_float4(load(embed.dtype, embed.table, src + i), load(embed.dtype, embed.table, src + i + 1),
-                                       load(embed.dtype, embed.table, src + i + 2), load(embed.dtype, embed.table, src + i + 3))
-                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (i < n) *reinterpret_cast<float4 *>(x + int64_t(r) * n + i) = v[c];
+            v[c] = load4_or_zero(embed.dtype, embed.table, src, first(c), n);
+            if (first(c) < n) *reinterpret_cast<float4 *>(x + int64_t(r) * n + first(c)) = v[c];
         }
     } else {
         const float *in = x + int64_t(rows ? rows[r] : r) * n;
 #pragma unroll
-        for (int c = 0; c < kChunks; ++c) {
-            const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
-            v[c] = i < n ? *reinterpret_cast<const float4 *>(in + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
+        for (int c = 0; c < kChunks; ++c) v[c] = first(c) < n ? *reinterpret_cast<const float4 *>(in + first(c)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if constexpr (kSource == kNormFromResidual) {  // x += bias + the partials, in that order (rows is null here: launch_rms_norm)
             const int64_t slice = int64_t(gridDim.x) * n;
             float4 sum[kChunks];
 #pragma unroll
             for (int c = 0; c < kChunks; ++c) {
-                const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
-                sum[c] = i < n && residual.bias ? make_float4(load(residual.bias_dtype, residual.bias, i), load(residual.bias_dtype, residual.bias, i + 1),
-                                                              load(residual.bias_dtype, residual.bias, i + 2), load(residual.bias_dtype, residual.bias, i + 3))
-                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                sum[c] = residual.bias ? load4_or_zero(residual.bias_dtype, residual.bias, 0, first(c), n) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
             for (int s = 0; s < residual.n_partial; ++s) {
 #pragma unroll
                 for (int c = 0; c < kChunks; ++c) {
-                    const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
-                    if (i >= n) continue;
-                    const float4 part = *reinterpret_cast<const float4 *>(residual.partials + int64_t(s) * slice + int64_t(r) * n + i);
+                    if (first(c) >= n) continue;
+                    const float4 part = *reinterpret_cast<const float4 *>(residual.partials + int64_t(s) * slice + int64_t(r) * n + first(c));
                     sum[c].x += part.x, sum[c].y += part.y, sum[c].z += part.z, sum[c].w += part.w;
                 }
             }
 #pragma unroll
             for (int c = 0; c < kChunks; ++c) {
-                const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
-                if (i >= n) continue;
+                if (first(c) >= n) continue;
                 v[c].x += sum[c].x, v[c].y += sum[c].y, v[c].z += sum[c].z, v[c].w += sum[c].w;
-                *reinterpret_cast<float4 *>(x + int64_t(r) * n + i) = v[c];
+                *reinterpret_cast<float4 *>(x + int64_t(r) * n + first(c)) = v[c];
             }
         }
     }
@@ -211,14 +206,13 @@ __global__ void __launch_bounds__(HP_CUDA_NORM_THREADS) rms_norm_rows_kernel(flo
     const float scale = rsqrtf(sum_sq / float(n) + eps);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-        const int i = (c * int(blockDim.x) + int(threadIdx.x)) * 4;
-        if (i >= n) continue;
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(v[c].x * scale * w[c][0], v[c].y * scale * w[c][1]);
-        const __nv_bfloat162 hi = __floats2bfloat162_rn(v[c].z * scale * w[c][2], v[c].w * scale * w[c][3]);
+        if (first(c) >= n) continue;
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(v[c].x * scale * w[c].x, v[c].y * scale * w[c].y);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(v[c].z * scale * w[c].z, v[c].w * scale * w[c].w);
         uint2 packed;
         packed.x = *reinterpret_cast<const uint32_t *>(&lo);
         packed.y = *reinterpret_cast<const uint32_t *>(&hi);
-        *reinterpret_cast<uint2 *>(out + int64_t(r) * n + i) = packed;
+        *reinterpret_cast<uint2 *>(out + int64_t(r) * n + first(c)) = packed;
     }
 }
 
