@@ -943,10 +943,11 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     if constexpr (KV != HP_DTYPE_F32) {
         auto for_head = [&](auto d_head) {
             constexpr int D = decltype(d_head)::value;
-            // attn_mma_prefetch_min_tokens: larger steps on the tensor cores prefetch too, where the
-            // variant is held to the same registers as the other (group <= 4 runs G = 4).
+            // attn_mma_prefetch_min_tokens / _max_tokens: steps of that many tokens on the tensor cores
+            // prefetch too, where the variant is held to the same registers as the other (group <= 4 runs G = 4).
             const bool prefetch = batch.n_token <= HP_CUDA_ATTN_FD_PREFETCH_MAX_TOKENS ||
-                                  (mma && group <= 4 && mma_prefetch_held<D, 4>() && batch.n_token >= HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS);
+                                  (mma && group <= 4 && mma_prefetch_held<D, 4>() && batch.n_token >= HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS &&
+                                   batch.n_token <= HP_CUDA_ATTN_MMA_PREFETCH_MAX_TOKENS);
             if constexpr (HP_CUDA_ATTN_KERNEL == 2 && D >= 64) {
                 if (mma) {
                     // The variant without PREFETCH may hold a shared-memory ring (knob attn_mma_ring).

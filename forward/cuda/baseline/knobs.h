@@ -90,7 +90,10 @@
 #define HP_CUDA_ATTN_MMA_RING_EARLY 0
 #endif
 #ifndef HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS
-#define HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS 0
+#define HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS 16
+#endif
+#ifndef HP_CUDA_ATTN_MMA_PREFETCH_MAX_TOKENS
+#define HP_CUDA_ATTN_MMA_PREFETCH_MAX_TOKENS 32
 #endif
 #ifndef HP_CUDA_ATTN_MMA_CLUSTER
 #define HP_CUDA_ATTN_MMA_CLUSTER 0
@@ -365,6 +368,7 @@ static_assert((HP_CUDA_ATTN_MMA_RING == 0 || (HP_CUDA_ATTN_MMA_RING >= 2 && HP_C
 static_assert(HP_CUDA_ATTN_FD_RING == 0 || (HP_CUDA_ATTN_FD_RING >= 2 && HP_CUDA_ATTN_FD_RING <= 4), "attn_fd_ring: 0 or 2..4");
 static_assert(HP_CUDA_ATTN_MMA_RING_EARLY == 0 || HP_CUDA_ATTN_MMA_RING_EARLY == 1, "attn_mma_ring_early: 0 or 1");
 static_assert(HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS >= 0, "attn_mma_prefetch_min_tokens: 0 (never) or more");
+static_assert(HP_CUDA_ATTN_MMA_PREFETCH_MAX_TOKENS >= 1, "attn_mma_prefetch_max_tokens: 1 or more");
 static_assert(HP_CUDA_ATTN_MMA_CLUSTER == 0 || (HP_CUDA_ATTN_MMA_CLUSTER >= 2 && HP_CUDA_ATTN_MMA_CLUSTER <= 16), "attn_mma_cluster: 0 (never) or the most splits of one cluster, 2..16");
 static_assert(HP_CUDA_ATTN_FD_MIN_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_BLOCKS <= 16, "attn_fd_min_blocks: 1..16");
 static_assert(HP_CUDA_ATTN_FD_TARGET_BLOCKS >= 1 && HP_CUDA_ATTN_FD_MIN_STEPS >= 1, "attn_fd_target_blocks, attn_fd_min_steps: positive");
