@@ -832,13 +832,19 @@ FdHead fd_head_params(const BaselineState &state, int layer) {
 // CUDA-core kernel's blocks per GQA group (attn_fd_head_split).
 struct DecodeAttentionPlan {
     bool mma = false, small = false;
+    bool ring = false;  // the tensor-core kernel's variant without PREFETCH holds its K/V in a shared-memory ring
     int head_split = 1;
 };
 inline DecodeAttentionPlan plan_decode_attention(const hp_config &c, const hp_batch &batch, int group) {
     DecodeAttentionPlan plan;
+    // attn_mma_ring_min_tokens .. _max_tokens: steps of that many tokens take the tensor cores with the ring
+    // (attn_mma_ring, attn_mma_ring_128 by d_head), whatever attn_mma_min_tokens says.
+    const int ring = c.d_head == 128 ? HP_CUDA_ATTN_MMA_RING_128 : c.d_head == 64 ? HP_CUDA_ATTN_MMA_RING : 0;
+    plan.ring = HP_CUDA_ATTN_KERNEL == 2 && ring >= 2 && batch.n_token >= HP_CUDA_ATTN_MMA_RING_MIN_TOKENS &&
+                batch.n_token <= HP_CUDA_ATTN_MMA_RING_MAX_TOKENS;
     // attn_mma_min_tokens_wide: GQA groups above 4 (8 query heads per KV row) reach the tensor cores sooner.
     const int mma_min_tokens = group > 4 ? HP_CUDA_ATTN_MMA_MIN_TOKENS_WIDE : HP_CUDA_ATTN_MMA_MIN_TOKENS;
-    plan.mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && batch.n_token >= mma_min_tokens;
+    plan.mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && (batch.n_token >= mma_min_tokens || plan.ring);
     plan.small = !plan.mma && batch.n_token <= HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS;
     // attn_fd_head_split: small steps on the CUDA-core kernel split each GQA group over that many
     // blocks (grid rows n_head_kv * head_split), each scoring group / head_split query heads against
@@ -950,16 +956,23 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                                    batch.n_token <= HP_CUDA_ATTN_MMA_PREFETCH_MAX_TOKENS);
             if constexpr (HP_CUDA_ATTN_KERNEL == 2 && D >= 64) {
                 if (mma) {
-                    // The variant without PREFETCH may hold a shared-memory ring (knob attn_mma_ring).
-                    auto mma_launch = [&](auto in_cluster) {
+                    // The variant without PREFETCH holds a shared-memory ring where the plan says so (knobs
+                    // attn_mma_ring, attn_mma_ring_min_tokens / _max_tokens); PREFETCH has none (ring 0).
+                    auto mma_launch_ring = [&](auto in_cluster, auto ring) {
                         constexpr bool C = decltype(in_cluster)::value;
-                        constexpr int R = mma_ring<D>();
+                        constexpr int R = decltype(ring)::value;
                         constexpr bool E = HP_CUDA_ATTN_MMA_RING_EARLY;
-                        if (group <= 4 && prefetch) return launch(in_cluster, decode_attention_mma_kernel<KV, D, 4, true, R, E, C>, kFdWarps);
+                        if (group <= 4 && prefetch) return launch(in_cluster, decode_attention_mma_kernel<KV, D, 4, true, 0, E, C>, kFdWarps);
                         if (group <= 4) return launch(in_cluster, decode_attention_mma_kernel<KV, D, 4, false, R, E, C>, kFdWarps, mma_prepare_shared<KV, D, 4, false, R, E, C>());
-                        if (prefetch) return launch(in_cluster, decode_attention_mma_kernel<KV, D, kMaxGroup, true, R, E, C>, kFdWarps);
+                        if (prefetch) return launch(in_cluster, decode_attention_mma_kernel<KV, D, kMaxGroup, true, 0, E, C>, kFdWarps);
                         return launch(in_cluster, decode_attention_mma_kernel<KV, D, kMaxGroup, false, R, E, C>, kFdWarps,
                                       mma_prepare_shared<KV, D, kMaxGroup, false, R, E, C>());
+                    };
+                    auto mma_launch = [&](auto in_cluster) {
+                        if constexpr (mma_ring<D>() >= 2) {
+                            if (plan.ring) return mma_launch_ring(in_cluster, std::integral_constant<int, mma_ring<D>()>{});
+                        }
+                        return mma_launch_ring(in_cluster, std::integral_constant<int, 0>{});
                     };
                     // attn_mma_cluster: up to that many splits as one cluster where the device schedules
                     // it (kernels compiled only with the knob on), else the last-block reduction.
