@@ -44,8 +44,12 @@ template <int D>
 __host__ __device__ constexpr int mma_chunks() { return 2 * (D / 32) + 4 * (D / 64); }
 // Steps of the shared-memory ring of the variant without PREFETCH (knobs attn_mma_ring,
 // attn_mma_ring_128); below 2: register loads.
+// mma_ring_of: the same for a d_head known at run time (0 for sizes the kernel does not take).
+__host__ __device__ constexpr int mma_ring_of(int d_head) {
+    return d_head == 128 ? HP_CUDA_ATTN_MMA_RING_128 : d_head == 64 ? HP_CUDA_ATTN_MMA_RING : 0;
+}
 template <int D>
-__host__ __device__ constexpr int mma_ring() { return D == 128 ? HP_CUDA_ATTN_MMA_RING_128 : HP_CUDA_ATTN_MMA_RING; }
+__host__ __device__ constexpr int mma_ring() { return mma_ring_of(D); }
 // Dynamic shared memory of a launch of decode_attention_mma_kernel<.., D, .., PREFETCH, RING>.
 template <int D, bool PREFETCH, int RING = mma_ring<D>()>
 __host__ __device__ constexpr size_t mma_shared_bytes() {

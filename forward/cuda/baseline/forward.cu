@@ -839,8 +839,7 @@ inline DecodeAttentionPlan plan_decode_attention(const hp_config &c, const hp_ba
     DecodeAttentionPlan plan;
     // attn_mma_ring_min_tokens .. _max_tokens: steps of that many tokens take the tensor cores with the ring
     // (attn_mma_ring, attn_mma_ring_128 by d_head), whatever attn_mma_min_tokens says.
-    const int ring = c.d_head == 128 ? HP_CUDA_ATTN_MMA_RING_128 : c.d_head == 64 ? HP_CUDA_ATTN_MMA_RING : 0;
-    plan.ring = HP_CUDA_ATTN_KERNEL == 2 && ring >= 2 && batch.n_token >= HP_CUDA_ATTN_MMA_RING_MIN_TOKENS &&
+    plan.ring = HP_CUDA_ATTN_KERNEL == 2 && mma_ring_of(c.d_head) >= 2 && batch.n_token >= HP_CUDA_ATTN_MMA_RING_MIN_TOKENS &&
                 batch.n_token <= HP_CUDA_ATTN_MMA_RING_MAX_TOKENS;
     // attn_mma_min_tokens_wide: GQA groups above 4 (8 query heads per KV row) reach the tensor cores sooner.
     const int mma_min_tokens = group > 4 ? HP_CUDA_ATTN_MMA_MIN_TOKENS_WIDE : HP_CUDA_ATTN_MMA_MIN_TOKENS;
@@ -1280,10 +1279,10 @@ int baseline_forward(void *state_ptr, const hp_batch *batch, hp_output *out) {
             head_done = fold_head(state, *batch, layer, p);
             hp_cuda_gemv::launch<hp_cuda_gemv::kStore>(p, state.stream);
         } else if (!use_gemv(state, n_token) && state.qkv_parts > 0) {
-            ok = gemm_qkv(state, layer, n_token);
+            ok = ok && gemm_qkv(state, layer, n_token);
             qkv_rows = a.qkv;
         } else {
-            ok = project(state, m.wq, a.h, a.q, n_token, false, nullptr, attn_norm);
+            ok = ok && project(state, m.wq, a.h, a.q, n_token, false, nullptr, attn_norm);
             if (!use_gemv(state, n_token)) {
                 ok = ok && gemm_pair(state, m.wk, m.wv, a.h, a.k, a.v, n_token);
             } else {
