@@ -56,6 +56,8 @@ struct Case {
     int head_split = 1;        // the CUDA-core kernel: blocks per (token, kv head, split), each group / head_split heads (knob attn_fd_head_split)
     bool pdl_writer = false;   // the CUDA-core kernel launched as a forward step launches it (launch_decode_attention_kernel: a
                                // programmatic dependent launch), behind a kernel that writes q and the tokens' newest K/V rows late
+    bool wide = false;         // the tensor-core kernel (bf16) in blocks of kMmaWideWarps warps, its splits counted as forward.cu
+                               // counts them (knobs attn_mma_warps8_*); with ring >= 2 the variant without PREFETCH through a ring
 };
 
 std::string describe(const Case &c) {
@@ -66,7 +68,8 @@ std::string describe(const Case &c) {
            (c.alone ? ", one token per sequence" : "") + (c.cluster ? ", splits in a cluster" : "") +
            (c.ring >= 0 ? ", ring " + std::to_string(c.ring) + (c.ring_early ? " early" : "") : "") +
            (c.head_split > 1 ? ", " + std::to_string(c.head_split) + " blocks a group" : "") +
-           (c.pdl_writer ? ", dependent launch behind a late writer" : "");
+           (c.pdl_writer ? ", dependent launch behind a late writer" : "") +
+           (c.wide ? ", " + std::to_string(base::kMmaWideWarps) + "-warp blocks" : "");
 }
 
 // Case::pdl_writer: the kernel before a step's attention, as the q/k/v launch's head epilogue is to it:
@@ -254,6 +257,29 @@ void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentio
     }
 }
 
+// Case::wide: the tensor-core kernel in blocks of kMmaWideWarps warps (bf16), PREFETCH or not, the latter
+// with a ring of `ring` steps (0: register loads; 2: the build's knob attn_mma_ring, copied early).
+template <int D, int G>
+void launch_wide(const Case &c, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
+                 const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
+    constexpr int W = base::kMmaWideWarps;
+    auto go = [&](auto prefetch, auto ring) {
+        constexpr bool P = decltype(prefetch)::value;
+        constexpr int R = decltype(ring)::value;
+        if constexpr (base::mma_shared_bytes<D, P, R, W>() + sizeof(base::FdShared<D, G, W>) <= 232448) {
+            const size_t shared = base::mma_prepare_shared<HP_DTYPE_BF16, D, G, P, R, true, false, W>();
+            base::decode_attention_mma_kernel<HP_DTYPE_BF16, D, G, P, R, true, false, W>
+                <<<grid, W * 32, shared>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+        } else {
+            ADD_FAILURE() << "ring " << R << " does not fit a block of " << W << " warps";
+        }
+    };
+    ASSERT_EQ(c.kv_dtype, HP_DTYPE_BF16) << "8-warp cases are bf16";
+    if (c.prefetch) go(std::true_type{}, std::integral_constant<int, 0>{});
+    else if (c.ring >= 2) go(std::false_type{}, std::integral_constant<int, 2>{});
+    else go(std::false_type{}, std::integral_constant<int, 0>{});
+}
+
 template <int D, int G>
 void launch(bool prefetch, bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions,
             const int32_t *token_seq, const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters,
@@ -348,8 +374,10 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     const int block_group = group / c.head_split, grid_rows = c.n_head_kv * c.head_split;  // as forward.cu's launcher
     const int capacity_split = 64;
     p.n_split = c.n_split > 0 ? c.n_split
-                              : base::decode_attention_splits(c.n_token, grid_rows, d, max_blocks * block_tokens, capacity_split,
-                                                              c.small_warps ? base::kFdSmallWarps : base::kFdWarps);
+                : c.wide  ? base::decode_attention_splits(c.n_token, grid_rows, d, max_blocks * block_tokens, capacity_split, base::kMmaWideWarps,
+                                                          HP_CUDA_ATTN_FD_TARGET_BLOCKS * base::kFdWarps / base::kMmaWideWarps)
+                          : base::decode_attention_splits(c.n_token, grid_rows, d, max_blocks * block_tokens, capacity_split,
+                                                          c.small_warps ? base::kFdSmallWarps : base::kFdWarps);
     // seq_token_start as forward.cu hands it where n_seq == n_token (early KV loads, knob
     // attn_fd_early_kv): the sequences' first tokens, padded with empty sequences up to n_token, so
     // that with shared sequences some tokens are alone and some are not.
@@ -415,6 +443,14 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     auto run = [&] {
         if (c.pdl_writer) {
             run_dependent();
+            return;
+        }
+        if (c.wide) {
+            if (d == 64 && block_group <= 4) launch_wide<64, 4>(c, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+            else if (d == 64) launch_wide<64, 8>(c, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+            else if (d == 128 && block_group <= 4) launch_wide<128, 4>(c, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+            else if (d == 128) launch_wide<128, 8>(c, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d);
+            else ADD_FAILURE() << "8-warp cases: d_head 64 or 128";
             return;
         }
         if (d == 32 && block_group <= 4) launch<32, 4>(c.prefetch, c.mma, c.kv_dtype, grid, p, q_d, positions_d, token_seq_d, tables_d, k_d, v_d, partial_d, counters_d, out_d, c.small_warps, c.cluster, c.ring, c.ring_early);
@@ -750,6 +786,43 @@ TEST(CudaDecodeAttentionMma, SharedMemoryRingMatchesRegisterLoads) {
                         }
                     }
                     ++at;
+                }
+            }
+        }
+    }
+}
+
+// Knobs attn_mma_warps8_*: the tensor-core kernel in blocks of 8 warps, with the splits forward.cu gives
+// them (one at llama-3.2-1b batch 32 and 64, several below), PREFETCH, plain and through the ring, against
+// float64 host math: llama-3.2-1b's and qwen3-30b-a3b's shapes, decode steps and shared sequences, paged
+// blocks of 8 tokens, short sequences, given split counts (7, and 64: empty splits).
+TEST(CudaDecodeAttentionMma, EightWarpBlocksMatchHostMath) {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+    uint32_t seed = std::random_device{}();
+    std::printf("seed %u\n", seed);
+    Case cases[] = {
+        {32, 32, 8, 64, HP_DTYPE_BF16, 0, 1024, true},  // llama-3.2-1b batch 32, PREFETCH: one split
+        {32, 32, 8, 64, HP_DTYPE_BF16, 0, 1024},        // the same without PREFETCH
+        {16, 32, 8, 64, HP_DTYPE_BF16, 0, 1024, true},  // batch 16: two splits
+        {64, 32, 8, 64, HP_DTYPE_BF16, 0, 700},         // batch 64
+        {8, 32, 8, 64, HP_DTYPE_BF16, 7, 1024},         // batch 8, 7 splits
+        {33, 32, 8, 64, HP_DTYPE_BF16, 64, 300, true},  // more splits than steps
+        {24, 32, 4, 128, HP_DTYPE_BF16, 0, 1024},       // qwen3-30b-a3b (group 8, d_head 128)
+        {9, 16, 2, 128, HP_DTYPE_BF16, 3, 400, true},
+        {20, 6, 2, 64, HP_DTYPE_BF16, 0, 500},          // group 3
+    };
+    for (Case c : cases) {
+        c.mma = true;
+        c.wide = true;
+        for (bool alone : {true, false}) {
+            for (int block_tokens : {16, 8}) {
+                c.alone = alone;
+                c.block_tokens = block_tokens;
+                c.ring = -1;
+                run_case(c, seed++);
+                if (!c.prefetch && c.d_head == 64) {
+                    c.ring = 2;  // the ring, its first steps before the wait where the token is alone
+                    run_case(c, seed++);
                 }
             }
         }

@@ -706,13 +706,14 @@ bool launch_decode_attention_kernel(void (*kernel)(Params...), int n_head_kv, in
     return true;
 }
 
-// Splits per (token, kv head): enough blocks for HP_CUDA_ATTN_FD_TARGET_BLOCKS over the step, but
-// at least HP_CUDA_ATTN_FD_MIN_STEPS warp steps per warp, at most kFdMaxSplit and `max_split`
-// (the partials' capacity). From host scalars only (graph-capturable).
-inline int decode_attention_splits(int n_token, int n_head_kv, int d_head, int max_positions, int max_split, int warps = kFdWarps) {
+// Splits per (token, kv head): enough blocks for `target_blocks` (HP_CUDA_ATTN_FD_TARGET_BLOCKS) over
+// the step, but at least HP_CUDA_ATTN_FD_MIN_STEPS warp steps per warp, at most kFdMaxSplit and
+// `max_split` (the partials' capacity). From host scalars only (graph-capturable).
+inline int decode_attention_splits(int n_token, int n_head_kv, int d_head, int max_positions, int max_split, int warps = kFdWarps,
+                                   int target_blocks = HP_CUDA_ATTN_FD_TARGET_BLOCKS) {
     const int pairs = n_token * n_head_kv, step = fd_step_positions(d_head);
     const int n_step = (max_positions + step - 1) / step;
-    int n_split = (HP_CUDA_ATTN_FD_TARGET_BLOCKS + pairs - 1) / pairs;
+    int n_split = (target_blocks + pairs - 1) / pairs;
     n_split = n_split < n_step / (warps * HP_CUDA_ATTN_FD_MIN_STEPS) ? n_split : n_step / (warps * HP_CUDA_ATTN_FD_MIN_STEPS);
     n_split = n_split < kFdMaxSplit ? n_split : kFdMaxSplit;
     n_split = n_split < max_split ? n_split : max_split;

@@ -50,10 +50,19 @@ __host__ __device__ constexpr int mma_ring_of(int d_head) {
 }
 template <int D>
 __host__ __device__ constexpr int mma_ring() { return mma_ring_of(D); }
-// Dynamic shared memory of a launch of decode_attention_mma_kernel<.., D, .., PREFETCH, RING>.
-template <int D, bool PREFETCH, int RING = mma_ring<D>()>
+// Dynamic shared memory of a launch of decode_attention_mma_kernel<.., D, .., PREFETCH, RING, .., W>.
+template <int D, bool PREFETCH, int RING = mma_ring<D>(), int W = kFdWarps>
 __host__ __device__ constexpr size_t mma_shared_bytes() {
-    return !PREFETCH && RING >= 2 ? size_t(RING) * kFdWarps * 32 * mma_chunks<D>() * 16 : 0;
+    return !PREFETCH && RING >= 2 ? size_t(RING) * W * 32 * mma_chunks<D>() * 16 : 0;
+}
+
+// Knobs attn_mma_warps8_min_tokens / _max_tokens: steps of that many tokens run the kernel in blocks of
+// kMmaWideWarps warps, the same warps per SM in half the blocks (fd_min_blocks), and so with half the
+// splits (decode_attention_splits' target_blocks halved): at batch 32 of llama-3.2-1b one split a (token,
+// kv head), no partials and no last-block reduction, at full occupancy.
+constexpr int kMmaWideWarps = 8;
+inline bool mma_wide_blocks(int n_token) {
+    return n_token >= HP_CUDA_ATTN_MMA_WARPS8_MIN_TOKENS && n_token <= HP_CUDA_ATTN_MMA_WARPS8_MAX_TOKENS;
 }
 
 // Knob attn_mma_prefetch_min_tokens: on, the PREFETCH variant at group <= 4 and d_head 64 asks for
@@ -64,9 +73,10 @@ __host__ __device__ constexpr size_t mma_shared_bytes() {
 // larger steps may take it: forward.cu).
 template <int D, int G>
 __host__ __device__ constexpr bool mma_prefetch_held() { return HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS > 0 && D == 64 && G <= 4; }
-template <int D, int G, bool PREFETCH>
+// In blocks of W warps: attn_fd_min_blocks blocks of attn_fd_warps warps (fd_min_blocks), the same cap.
+template <int D, int G, bool PREFETCH, int W = kFdWarps>
 __host__ __device__ constexpr int mma_min_blocks() {
-    return (PREFETCH && !mma_prefetch_held<D, G>()) || G > 4 || D > 64 ? 1 : HP_CUDA_ATTN_FD_MIN_BLOCKS;
+    return (PREFETCH && !mma_prefetch_held<D, G>()) || G > 4 || D > 64 ? 1 : fd_min_blocks(W);
 }
 
 template <hp_dtype KV>
@@ -110,10 +120,10 @@ __device__ inline uint32_t word_of(const uint4 &v, int i) {
 // test_cuda_attention runs every form whatever the build's knobs). CLUSTER (knob attn_mma_cluster):
 // the splits of (t, g) are one thread-block cluster, grid (split, kv head, token), and hand each
 // other their partial results through distributed shared memory as the CUDA-core kernel's clusters
-// do (fd_block_finish).
+// do (fd_block_finish). W: warps per block (kFdWarps, or kMmaWideWarps: knob attn_mma_warps8_*).
 template <hp_dtype KV, int D, int G, bool PREFETCH, int RING = mma_ring<D>(), bool RING_EARLY = HP_CUDA_ATTN_MMA_RING_EARLY,
-          bool CLUSTER = false>
-__global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>())
+          bool CLUSTER = false, int W = kFdWarps>
+__global__ void __launch_bounds__(W * 32, mma_min_blocks<D, G, PREFETCH, W>())
     decode_attention_mma_kernel(DecodeAttentionParams p, const float *q, const int32_t *positions,
                                 const int32_t *token_seq, const int32_t *block_tables,
                                 const void *k_cache, const void *v_cache, float *partial,
@@ -122,7 +132,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>(
     static_assert(G <= 8, "query heads in MMA rows 0..7");
     // Per thread: 16-byte chunks of a K row and of a V row; n8 tiles of the output.
     constexpr int kKChunks = D / 32, kVChunks = D / 64, kOTiles = D / 8;
-    __shared__ FdShared<D, G> sh;
+    __shared__ FdShared<D, G, W> sh;
     fd_trace(p, 0);
     if constexpr (CLUSTER) fd_cluster_arrive_started();
     if (hp_cuda_gemv::kL2Prefetch) hp_cuda_gemv::prefetch_l2(p.prefetch, hp_cuda_gemv::linear_block(), hp_cuda_gemv::grid_blocks());
@@ -168,7 +178,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>(
     // ring[((warp * R + i) * kChunks + chunk) * 32 + lane] (K chunks first, then V, in load_step's order).
     constexpr int R = RING, kChunks = mma_chunks<D>();
     constexpr bool kRing = !PREFETCH && R >= 2;
-    static_assert(mma_shared_bytes<D, PREFETCH, RING>() + sizeof(FdShared<D, G>) + (CLUSTER ? sizeof(FdClusterInbox<D, G>) : 0) <= 232448,
+    static_assert(mma_shared_bytes<D, PREFETCH, RING, W>() + sizeof(FdShared<D, G, W>) + (CLUSTER ? sizeof(FdClusterInbox<D, G>) : 0) <= 232448,
                   "attn_mma_ring: the ring, the block's state and the cluster's inbox exceed 227 KB");
     extern __shared__ uint4 ring[];
     auto copy_step = [&](int step, int stage) {
@@ -195,11 +205,11 @@ __global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>(
         for (int i = 0; i < R - 1; ++i) {
             if (ring_next < step_end) copy_step(ring_next, i);
             hp_cuda_gemv::cp_async_commit();
-            ring_next += kFdWarps;
+            ring_next += W;
         }
     };
     const bool ring_early = kRing && RING_EARLY && alone &&
-                            (min(step_begin + warp + (R - 2) * kFdWarps, step_end - 1) + 1) * kMmaStep < length;
+                            (min(step_begin + warp + (R - 2) * W, step_end - 1) + 1) * kMmaStep < length;
     if constexpr (kRing) {
         if (ring_early) ring_prologue();
     }
@@ -240,7 +250,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>(
 #pragma unroll
     for (int j = 0; j < kOTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     if (PREFETCH && !early && step_begin + warp < step_end) load_step(step_begin + warp, k_next, v_next);
-    for (int step = step_begin + warp; step < step_end; step += kFdWarps) {
+    for (int step = step_begin + warp; step < step_end; step += W) {
         uint4 k_raw[2][kKChunks], v_raw[4][kVChunks];
         if constexpr (PREFETCH) {
 #pragma unroll
@@ -253,7 +263,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>(
 #pragma unroll
                 for (int k = 0; k < kVChunks; ++k) v_raw[j][k] = v_next[j][k];
             }
-            if (step + kFdWarps < step_end) load_step(step + kFdWarps, k_next, v_next);
+            if (step + W < step_end) load_step(step + W, k_next, v_next);
         } else if constexpr (kRing) {
             hp_cuda_gemv::cp_async_wait<R - 2>();  // this thread's copies of this step have landed
             const uint4 *at = ring + size_t(warp * R + ring_stage) * kChunks * 32 + lane;
@@ -270,7 +280,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>(
             // Refill the stage read in the previous iteration (its values are used by now).
             if (ring_next < step_end) copy_step(ring_next, (ring_stage + R - 1) % R);
             hp_cuda_gemv::cp_async_commit();
-            ring_next += kFdWarps;
+            ring_next += W;
             ring_stage = ring_stage + 1 == R ? 0 : ring_stage + 1;
         } else {
             load_step(step, k_raw, v_raw);
@@ -360,7 +370,7 @@ __global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>(
             sh.l[warp][r] = l;
         }
     }
-    fd_block_finish<D, G, kFdWarps, CLUSTER>(p, t, g, split, sh, partial, counters, out);
+    fd_block_finish<D, G, W, CLUSTER>(p, t, g, split, sh, partial, counters, out);
     fd_trace(p, 6);
 }
 
@@ -368,11 +378,11 @@ __global__ void __launch_bounds__(kFdWarps * 32, mma_min_blocks<D, G, PREFETCH>(
 // (its ring), with the kernel allowed that much beside its static shared memory (above 48 KB together
 // a launch fails without the attribute); host code, before the launch.
 template <hp_dtype KV, int D, int G, bool PREFETCH, int RING = mma_ring<D>(), bool RING_EARLY = HP_CUDA_ATTN_MMA_RING_EARLY,
-          bool CLUSTER = false>
+          bool CLUSTER = false, int W = kFdWarps>
 inline size_t mma_prepare_shared() {
-    constexpr size_t bytes = mma_shared_bytes<D, PREFETCH, RING>();
+    constexpr size_t bytes = mma_shared_bytes<D, PREFETCH, RING, W>();
     if (bytes > 0) {
-        cudaFuncSetAttribute(decode_attention_mma_kernel<KV, D, G, PREFETCH, RING, RING_EARLY, CLUSTER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(decode_attention_mma_kernel<KV, D, G, PREFETCH, RING, RING_EARLY, CLUSTER, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(bytes));
     }
     return bytes;
