@@ -57,7 +57,7 @@ struct Case {
     bool pdl_writer = false;   // the CUDA-core kernel launched as a forward step launches it (launch_decode_attention_kernel: a
                                // programmatic dependent launch), behind a kernel that writes q and the tokens' newest K/V rows late
     bool wide = false;         // the tensor-core kernel (bf16) in blocks of kMmaWideWarps warps, its splits counted as forward.cu
-                               // counts them (knobs attn_mma_warps8_*); with ring >= 2 the variant without PREFETCH through a ring
+                               // counts them (knob attn_mma_warps8); with ring >= 2 the variant without PREFETCH through a ring
 };
 
 std::string describe(const Case &c) {
@@ -792,7 +792,7 @@ TEST(CudaDecodeAttentionMma, SharedMemoryRingMatchesRegisterLoads) {
     }
 }
 
-// Knobs attn_mma_warps8_*: the tensor-core kernel in blocks of 8 warps, with the splits forward.cu gives
+// Knob attn_mma_warps8: the tensor-core kernel in blocks of 8 warps, with the splits forward.cu gives
 // them (one at llama-3.2-1b batch 32 and 64, several below), PREFETCH, plain and through the ring, against
 // float64 host math: llama-3.2-1b's and qwen3-30b-a3b's shapes, decode steps and shared sequences, paged
 // blocks of 8 tokens, short sequences, given split counts (7, and 64: empty splits).
@@ -827,6 +827,26 @@ TEST(CudaDecodeAttentionMma, EightWarpBlocksMatchHostMath) {
             }
         }
     }
+}
+
+// Knob attn_mma_warps8 at 1 (host code only): 8-warp blocks exactly where they leave one split and
+// blocks of attn_fd_warps would need more, at d_head 64 and groups up to 4. With the build's other
+// defaults that is llama-3.2-1b (8 kv heads, 1k-token KV) at 32-63 tokens.
+TEST(CudaDecodeAttentionMma, EightWarpBlocksWhereTheyLeaveOneSplit) {
+    if (HP_CUDA_ATTN_MMA_WARPS8 != 1 || base::kFdWarps != 4 || HP_CUDA_ATTN_FD_TARGET_BLOCKS != 512 || HP_CUDA_ATTN_FD_MIN_STEPS != 1)
+        GTEST_SKIP() << "the shapes below assume the default attention knobs";
+    auto wide = [](int n_token, int n_head_kv, int d_head, int group, int max_positions = 1024) {
+        return base::mma_wide_blocks(n_token, n_head_kv, d_head, group, max_positions, 8192 / n_token);
+    };
+    for (int n_token : {1, 8, 16, 24, 31, 64, 65, 128}) EXPECT_FALSE(wide(n_token, 8, 64, 4)) << n_token << " tokens";
+    for (int n_token : {32, 33, 48, 63}) {
+        EXPECT_TRUE(wide(n_token, 8, 64, 4)) << n_token << " tokens";
+        const int splits = base::decode_attention_splits(n_token, 8, 64, 1024, 8192 / n_token, base::kMmaWideWarps, base::mma_wide_target_blocks());
+        EXPECT_EQ(splits, 1) << n_token << " tokens";
+    }
+    EXPECT_FALSE(wide(32, 4, 128, 8));  // qwen3-30b-a3b: d_head 128, group 8 (not measured)
+    EXPECT_FALSE(wide(32, 8, 64, 8));   // group above 4
+    EXPECT_FALSE(wide(32, 8, 64, 4, 16));  // one 16-position step: one split whatever the blocks
 }
 
 // The tensor-core kernel over the same cases.

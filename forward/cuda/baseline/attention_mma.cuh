@@ -56,13 +56,21 @@ __host__ __device__ constexpr size_t mma_shared_bytes() {
     return !PREFETCH && RING >= 2 ? size_t(RING) * W * 32 * mma_chunks<D>() * 16 : 0;
 }
 
-// Knobs attn_mma_warps8_min_tokens / _max_tokens: steps of that many tokens run the kernel in blocks of
-// kMmaWideWarps warps, the same warps per SM in half the blocks (fd_min_blocks), and so with half the
-// splits (decode_attention_splits' target_blocks halved): at batch 32 of llama-3.2-1b one split a (token,
-// kv head), no partials and no last-block reduction, at full occupancy.
+// Knob attn_mma_warps8: the kernel in blocks of kMmaWideWarps warps, the same warps per SM in half the
+// blocks (fd_min_blocks), and so with half the splits (mma_wide_target_blocks). At 1 only where that
+// leaves one split a (token, kv head) and blocks of kFdWarps would need more, at d_head 64 and groups up
+// to 4 (both forms held to 128 registers; the only shapes measured): no partials and no last-block
+// reduction, at full occupancy (llama-3.2-1b with 1k-token KV: 32-63 tokens). Elsewhere the larger blocks
+// lost: at two splits, or where a wave of 4-warp blocks becomes two of 8-warp ones. At 2 always.
 constexpr int kMmaWideWarps = 8;
-inline bool mma_wide_blocks(int n_token) {
-    return n_token >= HP_CUDA_ATTN_MMA_WARPS8_MIN_TOKENS && n_token <= HP_CUDA_ATTN_MMA_WARPS8_MAX_TOKENS;
+inline int mma_wide_target_blocks() { return HP_CUDA_ATTN_FD_TARGET_BLOCKS * kFdWarps / kMmaWideWarps; }
+// Whether a step on the tensor-core kernel takes the 8-warp blocks; arguments as decode_attention_splits'.
+inline bool mma_wide_blocks(int n_token, int n_head_kv, int d_head, int group, int max_positions, int max_split) {
+    if (HP_CUDA_ATTN_MMA_WARPS8 == 0 || kMmaWideWarps == kFdWarps) return false;
+    if (HP_CUDA_ATTN_MMA_WARPS8 == 2) return true;
+    return d_head == 64 && group <= 4 &&
+           decode_attention_splits(n_token, n_head_kv, d_head, max_positions, max_split, kMmaWideWarps, mma_wide_target_blocks()) == 1 &&
+           decode_attention_splits(n_token, n_head_kv, d_head, max_positions, max_split) > 1;
 }
 
 // Knob attn_mma_prefetch_min_tokens: on, the PREFETCH variant at group <= 4 and d_head 64 asks for
@@ -120,7 +128,7 @@ __device__ inline uint32_t word_of(const uint4 &v, int i) {
 // test_cuda_attention runs every form whatever the build's knobs). CLUSTER (knob attn_mma_cluster):
 // the splits of (t, g) are one thread-block cluster, grid (split, kv head, token), and hand each
 // other their partial results through distributed shared memory as the CUDA-core kernel's clusters
-// do (fd_block_finish). W: warps per block (kFdWarps, or kMmaWideWarps: knob attn_mma_warps8_*).
+// do (fd_block_finish). W: warps per block (kFdWarps, or kMmaWideWarps: knob attn_mma_warps8).
 template <hp_dtype KV, int D, int G, bool PREFETCH, int RING = mma_ring<D>(), bool RING_EARLY = HP_CUDA_ATTN_MMA_RING_EARLY,
           bool CLUSTER = false, int W = kFdWarps>
 __global__ void __launch_bounds__(W * 32, mma_min_blocks<D, G, PREFETCH, W>())

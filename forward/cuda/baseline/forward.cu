@@ -833,7 +833,6 @@ FdHead fd_head_params(const BaselineState &state, int layer) {
 struct DecodeAttentionPlan {
     bool mma = false, small = false;
     bool ring = false;  // the tensor-core kernel's variant without PREFETCH holds its K/V in a shared-memory ring
-    bool wide = false;  // the tensor-core kernel in blocks of kMmaWideWarps warps, half the splits (attn_mma_warps8_*)
     int head_split = 1;
 };
 inline DecodeAttentionPlan plan_decode_attention(const hp_config &c, const hp_batch &batch, int group) {
@@ -846,7 +845,6 @@ inline DecodeAttentionPlan plan_decode_attention(const hp_config &c, const hp_ba
     const int mma_min_tokens = group > 4 ? HP_CUDA_ATTN_MMA_MIN_TOKENS_WIDE : HP_CUDA_ATTN_MMA_MIN_TOKENS;
     plan.mma = HP_CUDA_ATTN_KERNEL == 2 && c.d_head >= 64 && (batch.n_token >= mma_min_tokens || plan.ring);
     plan.small = !plan.mma && batch.n_token <= HP_CUDA_ATTN_FD_SMALL_MAX_TOKENS;
-    plan.wide = plan.mma && mma_wide_blocks(batch.n_token);
     // attn_fd_head_split: small steps on the CUDA-core kernel split each GQA group over that many
     // blocks (grid rows n_head_kv * head_split), each scoring group / head_split query heads against
     // the same K/V rows (read again from L2), so that twice the SMs share the per-step arithmetic.
@@ -926,15 +924,16 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                             (block_tokens & (block_tokens - 1)) == 0 ? __builtin_ctz(unsigned(block_tokens)) : -1, batch.max_blocks_per_seq, 1};
     const DecodeAttentionPlan plan = plan_decode_attention(c, batch, group);
     const bool mma = plan.mma, small = plan.small;
-    // attn_fd_small_warps: small steps in blocks of more warps (fewer splits); attn_mma_warps8_*: the
-    // tensor-core kernel in blocks of 8 warps, its splits counted for the same warps per launch.
-    const int warps = small ? kFdSmallWarps : plan.wide ? kMmaWideWarps : kFdWarps;
-    const int target_blocks = plan.wide ? HP_CUDA_ATTN_FD_TARGET_BLOCKS * kFdWarps / kMmaWideWarps : HP_CUDA_ATTN_FD_TARGET_BLOCKS;
     p.head_split = plan.head_split;
     if (fold_head) p.head = fd_head_params(state, layer);
     const int block_group = group / p.head_split, grid_rows = c.n_head_kv * p.head_split;
-    p.n_split = decode_attention_splits(batch.n_token, grid_rows, c.d_head, max_positions, int(kTokenSplits / size_t(batch.n_token)), warps,
-                                        target_blocks);
+    const int max_split = int(kTokenSplits / size_t(batch.n_token));
+    // attn_fd_small_warps: small steps in blocks of more warps (fewer splits); attn_mma_warps8: the
+    // tensor-core kernel in blocks of 8 warps where that leaves one split, its splits counted for them.
+    const bool wide = mma && mma_wide_blocks(batch.n_token, grid_rows, c.d_head, group, max_positions, max_split);
+    const int warps = small ? kFdSmallWarps : wide ? kMmaWideWarps : kFdWarps;
+    const int target_blocks = wide ? mma_wide_target_blocks() : HP_CUDA_ATTN_FD_TARGET_BLOCKS;
+    p.n_split = decode_attention_splits(batch.n_token, grid_rows, c.d_head, max_positions, max_split, warps, target_blocks);
     const bool cluster = small && fd_cluster(p.n_split);  // attn_fd_cluster: a small step's splits fit one cluster
     const bool fold_oproj = attention_folds_oproj(state, batch, plan, p.n_split, oproj);
     if (fold_oproj) p.oproj = fd_oproj_params(state, *oproj);
@@ -963,7 +962,7 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                 if (mma) {
                     // The variant without PREFETCH holds a shared-memory ring where the plan says so (knobs
                     // attn_mma_ring, attn_mma_ring_min_tokens / _max_tokens); PREFETCH has none (ring 0).
-                    // Blocks of W warps: kFdWarps, or kMmaWideWarps where the plan says so (attn_mma_warps8_*).
+                    // Blocks of W warps: kFdWarps, or kMmaWideWarps where `wide` (attn_mma_warps8).
                     auto mma_launch_ring = [&](auto in_cluster, auto ring, auto n_warps) {
                         constexpr bool C = decltype(in_cluster)::value;
                         constexpr int R = decltype(ring)::value, W = decltype(n_warps)::value;
@@ -981,8 +980,8 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                         return mma_launch_ring(in_cluster, std::integral_constant<int, 0>{}, n_warps);
                     };
                     auto mma_launch = [&](auto in_cluster) {
-                        if constexpr (HP_CUDA_ATTN_MMA_WARPS8_MAX_TOKENS > 0 && kMmaWideWarps != kFdWarps) {
-                            if (plan.wide) return mma_launch_warps(in_cluster, std::integral_constant<int, kMmaWideWarps>{});
+                        if constexpr (HP_CUDA_ATTN_MMA_WARPS8 > 0 && kMmaWideWarps != kFdWarps) {
+                            if (wide) return mma_launch_warps(in_cluster, std::integral_constant<int, kMmaWideWarps>{});
                         }
                         return mma_launch_warps(in_cluster, std::integral_constant<int, kFdWarps>{});
                     };
