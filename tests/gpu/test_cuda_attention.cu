@@ -258,7 +258,8 @@ void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentio
 }
 
 // Case::wide: the tensor-core kernel in blocks of kMmaWideWarps warps (bf16), PREFETCH or not, the latter
-// with a ring of `ring` steps (0: register loads; 2: the build's knob attn_mma_ring, copied early).
+// through a ring of 2 steps where Case::ring >= 2 (its first copied before the wait where the token is
+// alone: attn_mma_ring_early), else with register loads.
 template <int D, int G>
 void launch_wide(const Case &c, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
                  const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
