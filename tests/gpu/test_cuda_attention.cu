@@ -267,7 +267,7 @@ void launch_wide(const Case &c, dim3 grid, const base::DecodeAttentionParams &p,
     auto go = [&](auto prefetch, auto ring) {
         constexpr bool P = decltype(prefetch)::value;
         constexpr int R = decltype(ring)::value;
-        if constexpr (base::mma_shared_bytes<D, P, R, W>() + sizeof(base::FdShared<D, G, W>) <= 232448) {
+        if constexpr (base::mma_fits<D, G, P, R, false, W>()) {
             const size_t shared = base::mma_prepare_shared<HP_DTYPE_BF16, D, G, P, R, true, false, W>();
             base::decode_attention_mma_kernel<HP_DTYPE_BF16, D, G, P, R, true, false, W>
                 <<<grid, W * 32, shared>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);

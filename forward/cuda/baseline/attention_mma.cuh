@@ -55,6 +55,12 @@ template <int D, bool PREFETCH, int RING = mma_ring<D>(), int W = kFdWarps>
 __host__ __device__ constexpr size_t mma_shared_bytes() {
     return !PREFETCH && RING >= 2 ? size_t(RING) * W * 32 * mma_chunks<D>() * 16 : 0;
 }
+// Whether a block of decode_attention_mma_kernel<.., D, G, PREFETCH, RING, .., CLUSTER, W> fits the 227 KB
+// of shared memory a block may have: its ring, its state and the cluster's inbox.
+template <int D, int G, bool PREFETCH, int RING, bool CLUSTER, int W>
+__host__ __device__ constexpr bool mma_fits() {
+    return mma_shared_bytes<D, PREFETCH, RING, W>() + sizeof(FdShared<D, G, W>) + (CLUSTER ? sizeof(FdClusterInbox<D, G>) : 0) <= 232448;
+}
 
 // Knob attn_mma_warps8: the kernel in blocks of kMmaWideWarps warps, the same warps per SM in half the
 // blocks (fd_min_blocks), and so with half the splits (mma_wide_target_blocks). At 1 only where that
@@ -64,9 +70,17 @@ __host__ __device__ constexpr size_t mma_shared_bytes() {
 // lost: at two splits, or where a wave of 4-warp blocks becomes two of 8-warp ones. At 2 always.
 constexpr int kMmaWideWarps = 8;
 inline int mma_wide_target_blocks() { return HP_CUDA_ATTN_FD_TARGET_BLOCKS * kFdWarps / kMmaWideWarps; }
+// Whether every 8-warp form the plugin may launch at d_head D fits a block (the largest: a group of 8,
+// the build's ring, in a cluster where attn_mma_cluster compiles those in); where not (e.g.
+// attn_mma_ring_128 3 with attn_mma_cluster), steps keep blocks of kFdWarps whatever attn_mma_warps8 says.
+template <int D>
+constexpr bool mma_wide_fits() {
+    return mma_fits<D, 8, false, mma_ring<D>(), (HP_CUDA_ATTN_MMA_CLUSTER >= 2), kMmaWideWarps>();
+}
 // Whether a step on the tensor-core kernel takes the 8-warp blocks; arguments as decode_attention_splits'.
 inline bool mma_wide_blocks(int n_token, int n_head_kv, int d_head, int group, int max_positions, int max_split) {
     if (HP_CUDA_ATTN_MMA_WARPS8 == 0 || kMmaWideWarps == kFdWarps) return false;
+    if (!(d_head == 64 ? mma_wide_fits<64>() : d_head == 128 ? mma_wide_fits<128>() : false)) return false;
     if (HP_CUDA_ATTN_MMA_WARPS8 == 2) return true;
     return d_head == 64 && group <= 4 &&
            decode_attention_splits(n_token, n_head_kv, d_head, max_positions, max_split, kMmaWideWarps, mma_wide_target_blocks()) == 1 &&
@@ -186,8 +200,7 @@ __global__ void __launch_bounds__(W * 32, mma_min_blocks<D, G, PREFETCH, W>())
     // ring[((warp * R + i) * kChunks + chunk) * 32 + lane] (K chunks first, then V, in load_step's order).
     constexpr int R = RING, kChunks = mma_chunks<D>();
     constexpr bool kRing = !PREFETCH && R >= 2;
-    static_assert(mma_shared_bytes<D, PREFETCH, RING, W>() + sizeof(FdShared<D, G, W>) + (CLUSTER ? sizeof(FdClusterInbox<D, G>) : 0) <= 232448,
-                  "attn_mma_ring: the ring, the block's state and the cluster's inbox exceed 227 KB");
+    static_assert(mma_fits<D, G, PREFETCH, RING, CLUSTER, W>(), "attn_mma_ring: the ring, the block's state and the cluster's inbox exceed 227 KB");
     extern __shared__ uint4 ring[];
     auto copy_step = [&](int step, int stage) {
         const int first = step * kMmaStep;

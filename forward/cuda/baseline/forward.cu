@@ -980,7 +980,7 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                         return mma_launch_ring(in_cluster, std::integral_constant<int, 0>{}, n_warps);
                     };
                     auto mma_launch = [&](auto in_cluster) {
-                        if constexpr (HP_CUDA_ATTN_MMA_WARPS8 > 0 && kMmaWideWarps != kFdWarps) {
+                        if constexpr (HP_CUDA_ATTN_MMA_WARPS8 > 0 && kMmaWideWarps != kFdWarps && mma_wide_fits<D>()) {
                             if (wide) return mma_launch_warps(in_cluster, std::integral_constant<int, kMmaWideWarps>{});
                         }
                         return mma_launch_warps(in_cluster, std::integral_constant<int, kFdWarps>{});
