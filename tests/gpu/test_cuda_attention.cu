@@ -118,17 +118,18 @@ void launch_dependent(const Case &c, int grid_rows, cudaStream_t stream, const b
     else go(std::false_type{}, integral_constant<int, W>{});
 }
 
-// The tensor-core kernel (bf16, no PREFETCH) with a given ring (knobs attn_mma_ring, attn_mma_ring_early).
-// A ring that does not fit this build's blocks (e.g. attn_fd_warps 8) is not instantiated.
-template <int D, int G, int RING, bool EARLY>
-void launch_ring(dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
-                 const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
-    if constexpr (base::mma_shared_bytes<D, false, RING>() + sizeof(base::FdShared<D, G>) <= 232448) {
-        const size_t shared = base::mma_prepare_shared<HP_DTYPE_BF16, D, G, false, RING, EARLY>();
-        base::decode_attention_mma_kernel<HP_DTYPE_BF16, D, G, false, RING, EARLY>
-            <<<grid, base::kFdWarps * 32, shared>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
+// One form of the tensor-core kernel (bf16, no cluster) in blocks of W warps: PREFETCH, a ring of RING
+// steps (knob attn_mma_ring; 0: register loads), copied early (attn_mma_ring_early). A form whose block
+// does not fit shared memory (e.g. a ring of 4 at attn_fd_warps 8) is not instantiated.
+template <int D, int G, bool PREFETCH, int RING, bool EARLY, int W>
+void launch_mma_form(dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
+                     const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
+    if constexpr (base::mma_fits<D, G, PREFETCH, RING, false, W>()) {
+        const size_t shared = base::mma_prepare_shared<HP_DTYPE_BF16, D, G, PREFETCH, RING, EARLY, false, W>();
+        base::decode_attention_mma_kernel<HP_DTYPE_BF16, D, G, PREFETCH, RING, EARLY, false, W>
+            <<<grid, W * 32, shared>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
     } else {
-        ADD_FAILURE() << "ring " << RING << " does not fit a block of this build (ring_fits lets no such case through)";
+        ADD_FAILURE() << "ring " << RING << " does not fit a block of " << W << " warps (ring_fits lets no such case through)";
     }
 }
 
@@ -170,8 +171,8 @@ void launch_variant(bool mma, hp_dtype kv, dim3 grid, const base::DecodeAttentio
         if (mma && ring >= 0) {
             ASSERT_EQ(kv, HP_DTYPE_BF16) << "ring cases are bf16";
             auto go = [&](auto ring_steps, auto early) {
-                launch_ring<D, G, decltype(ring_steps)::value, decltype(early)::value>(grid, p, q, positions, token_seq, tables, k, v, partial,
-                                                                                      counters, out);
+                launch_mma_form<D, G, false, decltype(ring_steps)::value, decltype(early)::value, base::kFdWarps>(grid, p, q, positions, token_seq,
+                                                                                                                 tables, k, v, partial, counters, out);
             };
             using F = std::false_type;
             using T = std::true_type;
@@ -264,21 +265,10 @@ template <int D, int G>
 void launch_wide(const Case &c, dim3 grid, const base::DecodeAttentionParams &p, const float *q, const int32_t *positions, const int32_t *token_seq,
                  const int32_t *tables, const void *k, const void *v, float *partial, int32_t *counters, __nv_bfloat16 *out) {
     constexpr int W = base::kMmaWideWarps;
-    auto go = [&](auto prefetch, auto ring) {
-        constexpr bool P = decltype(prefetch)::value;
-        constexpr int R = decltype(ring)::value;
-        if constexpr (base::mma_fits<D, G, P, R, false, W>()) {
-            const size_t shared = base::mma_prepare_shared<HP_DTYPE_BF16, D, G, P, R, true, false, W>();
-            base::decode_attention_mma_kernel<HP_DTYPE_BF16, D, G, P, R, true, false, W>
-                <<<grid, W * 32, shared>>>(p, q, positions, token_seq, tables, k, v, partial, counters, out);
-        } else {
-            ADD_FAILURE() << "ring " << R << " does not fit a block of " << W << " warps";
-        }
-    };
     ASSERT_EQ(c.kv_dtype, HP_DTYPE_BF16) << "8-warp cases are bf16";
-    if (c.prefetch) go(std::true_type{}, std::integral_constant<int, 0>{});
-    else if (c.ring >= 2) go(std::false_type{}, std::integral_constant<int, 2>{});
-    else go(std::false_type{}, std::integral_constant<int, 0>{});
+    if (c.prefetch) launch_mma_form<D, G, true, 0, true, W>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    else if (c.ring >= 2) launch_mma_form<D, G, false, 2, true, W>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
+    else launch_mma_form<D, G, false, 0, true, W>(grid, p, q, positions, token_seq, tables, k, v, partial, counters, out);
 }
 
 template <int D, int G>
@@ -376,7 +366,7 @@ void run_case(const Case &c, uint32_t seed, std::vector<uint16_t> *bits = nullpt
     const int capacity_split = 64;
     p.n_split = c.n_split > 0 ? c.n_split
                 : c.wide  ? base::decode_attention_splits(c.n_token, grid_rows, d, max_blocks * block_tokens, capacity_split, base::kMmaWideWarps,
-                                                          HP_CUDA_ATTN_FD_TARGET_BLOCKS * base::kFdWarps / base::kMmaWideWarps)
+                                                          base::mma_wide_target_blocks())
                           : base::decode_attention_splits(c.n_token, grid_rows, d, max_blocks * block_tokens, capacity_split,
                                                           c.small_warps ? base::kFdSmallWarps : base::kFdWarps);
     // seq_token_start as forward.cu hands it where n_seq == n_token (early KV loads, knob
