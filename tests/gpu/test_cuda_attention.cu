@@ -820,24 +820,49 @@ TEST(CudaDecodeAttentionMma, EightWarpBlocksMatchHostMath) {
     }
 }
 
-// Knob attn_mma_warps8 at 1 (host code only): 8-warp blocks exactly where they leave one split and
-// blocks of attn_fd_warps would need more, at d_head 64 and groups up to 4. With the build's other
-// defaults that is llama-3.2-1b (8 kv heads, 1k-token KV) at 32-63 tokens.
-TEST(CudaDecodeAttentionMma, EightWarpBlocksWhereTheyLeaveOneSplit) {
-    if (HP_CUDA_ATTN_MMA_WARPS8 != 1 || base::kFdWarps != 4 || HP_CUDA_ATTN_FD_TARGET_BLOCKS != 512 || HP_CUDA_ATTN_FD_MIN_STEPS != 1)
+// Knobs attn_mma_warps8 at 1 and attn_mma_one_wave (host code only): at d_head 64 and groups up to 4,
+// the blocks of a tensor-core step fit one wave of the device where one split's do, and 8-warp blocks
+// with one split are taken where they fit a wave and give as many warps as the 4-warp blocks. Without
+// a known wave, 8-warp blocks exactly where they leave one split by attn_fd_target_blocks halved and
+// blocks of attn_fd_warps would need more. With the build's other defaults and llama-3.2-1b's 8 kv heads
+// and 1k-token KV on 132 SMs, those are 23-33 and 32-63 tokens.
+TEST(CudaDecodeAttentionMma, BlocksOneWaveHolds) {
+    if (HP_CUDA_ATTN_MMA_WARPS8 != 1 || !HP_CUDA_ATTN_MMA_ONE_WAVE || base::kFdWarps != 4 || HP_CUDA_ATTN_FD_TARGET_BLOCKS != 512 ||
+        HP_CUDA_ATTN_FD_MIN_STEPS != 1 || !base::mma_wide_compiled(64))
         GTEST_SKIP() << "the shapes below assume the default attention knobs";
-    auto wide = [](int n_token, int n_head_kv, int d_head, int group, int max_positions = 1024) {
-        return base::mma_wide_blocks(n_token, n_head_kv, d_head, group, max_positions, 8192 / n_token);
+    const base::MmaWave h100{528, 264};  // 132 SMs: 4 blocks of 4 warps an SM, 2 of 8 (128 registers)
+    auto blocks = [](int n_token, base::MmaWave wave, int n_head_kv = 8, int d_head = 64, int group = 4, int max_positions = 1024) {
+        return base::mma_blocks(n_token, n_head_kv, d_head, group, max_positions, 8192 / n_token, wave);
     };
-    for (int n_token : {1, 8, 16, 24, 31, 64, 65, 128}) EXPECT_FALSE(wide(n_token, 8, 64, 4)) << n_token << " tokens";
-    for (int n_token : {32, 33, 48, 63}) {
-        EXPECT_TRUE(wide(n_token, 8, 64, 4)) << n_token << " tokens";
-        const int splits = base::decode_attention_splits(n_token, 8, 64, 1024, 8192 / n_token, base::kMmaWideWarps, base::mma_wide_target_blocks());
-        EXPECT_EQ(splits, 1) << n_token << " tokens";
+    struct Want {
+        int n_token, warps, n_split;
+    };
+    for (const Want &want : {Want{8, 4, 8}, Want{16, 4, 4}, Want{17, 4, 3}, Want{20, 4, 3}, Want{22, 4, 3}, Want{23, 8, 1}, Want{28, 8, 1},
+                             Want{32, 8, 1}, Want{33, 8, 1}, Want{34, 4, 1}, Want{48, 4, 1}, Want{64, 4, 1}, Want{128, 4, 1}}) {
+        const base::MmaBlocks got = blocks(want.n_token, h100);
+        EXPECT_EQ(got.warps, want.warps) << want.n_token << " tokens";
+        EXPECT_EQ(got.n_split, want.n_split) << want.n_token << " tokens";
     }
-    EXPECT_FALSE(wide(32, 4, 128, 8));  // qwen3-30b-a3b: d_head 128, group 8 (not measured)
-    EXPECT_FALSE(wide(32, 8, 64, 8));   // group above 4
-    EXPECT_FALSE(wide(32, 8, 64, 4, 16));  // one 16-position step: one split whatever the blocks
+    for (int n_token = 1; n_token <= 66; ++n_token) {  // one wave wherever one split fits one
+        const base::MmaBlocks got = blocks(n_token, h100);
+        EXPECT_LE(n_token * 8 * got.n_split, got.warps == base::kMmaWideWarps ? h100.wide_blocks : h100.blocks) << n_token << " tokens";
+    }
+    EXPECT_EQ(blocks(20, {264, 132}).n_split, 1);  // a device of half the SMs: one split of 4-warp blocks at 20 tokens,
+    EXPECT_EQ(blocks(20, {264, 132}).warps, base::kFdWarps);
+    EXPECT_EQ(blocks(12, {264, 132}).warps, base::kMmaWideWarps);  // and at 12 one of 8-warp blocks
+    EXPECT_EQ(blocks(12, {264, 132}).n_split, 1);
+    for (int n_token : {1, 8, 16, 24, 31, 64, 65, 128}) EXPECT_EQ(blocks(n_token, {}).warps, base::kFdWarps) << n_token << " tokens, no wave";
+    for (int n_token : {32, 33, 48, 63}) {
+        const base::MmaBlocks got = blocks(n_token, {});
+        EXPECT_EQ(got.warps, base::kMmaWideWarps) << n_token << " tokens, no wave";
+        EXPECT_EQ(got.n_split, 1) << n_token << " tokens, no wave";
+    }
+    // Other shapes keep attn_fd_target_blocks' splits in 4-warp blocks.
+    const base::MmaBlocks qwen = blocks(32, h100, 4, 128, 8);  // qwen3-30b-a3b: d_head 128, group 8 (not measured)
+    EXPECT_EQ(qwen.warps, base::kFdWarps);
+    EXPECT_EQ(qwen.n_split, base::decode_attention_splits(32, 4, 128, 1024, 8192 / 32));
+    EXPECT_EQ(blocks(32, h100, 8, 64, 8).n_split, 2);  // group above 4: 512 blocks
+    EXPECT_EQ(blocks(32, h100, 8, 64, 4, 16).n_split, 1);  // one 16-position step: one split whatever the blocks
 }
 
 // The tensor-core kernel over the same cases.

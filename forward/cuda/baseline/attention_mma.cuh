@@ -66,8 +66,9 @@ __host__ __device__ constexpr bool mma_fits() {
 // blocks (fd_min_blocks), and so with half the splits (mma_wide_target_blocks). At 1 only where that
 // leaves one split a (token, kv head) and blocks of kFdWarps would need more, at d_head 64 and groups up
 // to 4 (both forms held to 128 registers; the only shapes measured): no partials and no last-block
-// reduction, at full occupancy (llama-3.2-1b with 1k-token KV: 32-63 tokens). Elsewhere the larger blocks
-// lost: at two splits, or where a wave of 4-warp blocks becomes two of 8-warp ones. At 2 always.
+// reduction, at full occupancy (llama-3.2-1b with 1k-token KV: 32-63 tokens; with attn_mma_one_wave,
+// 23-33). Elsewhere the larger blocks lost: at two splits, or where a wave of 4-warp blocks becomes two
+// of 8-warp ones. At 2 always.
 constexpr int kMmaWideWarps = 8;
 inline int mma_wide_target_blocks() { return HP_CUDA_ATTN_FD_TARGET_BLOCKS * kFdWarps / kMmaWideWarps; }
 // Whether every 8-warp form the plugin may launch at d_head D fits a block (the largest: a group of 8,
@@ -77,14 +78,49 @@ template <int D>
 constexpr bool mma_wide_fits() {
     return mma_fits<D, 8, false, mma_ring<D>(), (HP_CUDA_ATTN_MMA_CLUSTER >= 2), kMmaWideWarps>();
 }
-// Whether a step on the tensor-core kernel takes the 8-warp blocks; arguments as decode_attention_splits'.
-inline bool mma_wide_blocks(int n_token, int n_head_kv, int d_head, int group, int max_positions, int max_split) {
+// Whether a d_head's 8-warp forms are compiled in (attn_mma_warps8 on, and they fit).
+inline bool mma_wide_compiled(int d_head) {
     if (HP_CUDA_ATTN_MMA_WARPS8 == 0 || kMmaWideWarps == kFdWarps) return false;
-    if (!(d_head == 64 ? mma_wide_fits<64>() : d_head == 128 ? mma_wide_fits<128>() : false)) return false;
-    if (HP_CUDA_ATTN_MMA_WARPS8 == 2) return true;
-    return d_head == 64 && group <= 4 &&
-           decode_attention_splits(n_token, n_head_kv, d_head, max_positions, max_split, kMmaWideWarps, mma_wide_target_blocks()) == 1 &&
-           decode_attention_splits(n_token, n_head_kv, d_head, max_positions, max_split) > 1;
+    return d_head == 64 ? mma_wide_fits<64>() : d_head == 128 ? mma_wide_fits<128>() : false;
+}
+
+// The blocks of a step on the tensor-core kernel: warps per block, splits per (token, kv head).
+struct MmaBlocks {
+    int warps = kFdWarps;
+    int n_split = 1;
+};
+// Blocks one wave of the device holds (SMs x blocks per SM) in each block size, for attn_mma_one_wave;
+// 0 where not known.
+struct MmaWave {
+    int blocks = 0;       // of kFdWarps warps
+    int wide_blocks = 0;  // of kMmaWideWarps warps
+};
+
+// Knob attn_mma_one_wave: at d_head 64 and groups up to 4, a step's blocks fit one wave of the device
+// (`wave`, from the occupancy calculator: mma_wave): splits are cut to the most whose blocks one wave
+// holds, and 8-warp blocks with one split (attn_mma_warps8 1) are taken where they fit one wave and give
+// as many warps as the 4-warp blocks (those have two splits), so fewer splits win the tie. Blocks past a
+// wave start only when the first blocks end, and their steps lengthen the launch by a block's time:
+// llama-3.2-1b with 1k-token KV on an H100 (528 4-warp blocks a wave) at 20 tokens took 4 splits, 640
+// blocks (3 splits measured 5.5% faster a step), at 36-56 tokens one split of 8-warp blocks, 288-448 of
+// them against 264 a wave (one split of 4-warp blocks, one wave: 2-7% faster). Off, or at other shapes:
+// attn_fd_target_blocks' split count, and attn_mma_warps8's rule by its halved target.
+// Arguments as decode_attention_splits'.
+inline MmaBlocks mma_blocks(int n_token, int n_head_kv, int d_head, int group, int max_positions, int max_split, MmaWave wave) {
+    MmaBlocks four{kFdWarps, decode_attention_splits(n_token, n_head_kv, d_head, max_positions, max_split)};
+    if (!mma_wide_compiled(d_head) && !HP_CUDA_ATTN_MMA_ONE_WAVE) return four;
+    const int wide_splits = decode_attention_splits(n_token, n_head_kv, d_head, max_positions, max_split, kMmaWideWarps, mma_wide_target_blocks());
+    if (mma_wide_compiled(d_head) && HP_CUDA_ATTN_MMA_WARPS8 == 2) return {kMmaWideWarps, wide_splits};
+    if (d_head != 64 || group > 4) return four;  // both forms held to 128 registers only here; the only shapes measured
+    const int pairs = n_token * n_head_kv;
+    if (HP_CUDA_ATTN_MMA_ONE_WAVE && wave.blocks > 0) {
+        const int fit = wave.blocks / pairs;
+        four.n_split = four.n_split < fit ? four.n_split : fit > 1 ? fit : 1;
+        if (mma_wide_compiled(d_head) && four.n_split == 2 && pairs <= wave.wide_blocks) return {kMmaWideWarps, 1};
+        return four;
+    }
+    if (mma_wide_compiled(d_head) && wide_splits == 1 && four.n_split > 1) return {kMmaWideWarps, 1};
+    return four;
 }
 
 // Knob attn_mma_prefetch_min_tokens: on, the PREFETCH variant at group <= 4 and d_head 64 asks for
@@ -407,6 +443,42 @@ inline size_t mma_prepare_shared() {
                              int(bytes));
     }
     return bytes;
+}
+
+// attn_mma_one_wave: the blocks of d_head 64 and groups up to 4 (the PREFETCH variant and the other
+// held to the same 128 registers) that one wave of the current device holds, with the build's ring
+// where `ring` (its shared memory may hold fewer blocks an SM), by the occupancy calculator. Asked
+// once per process and form.
+template <hp_dtype KV, int W>
+int mma_wave_blocks(bool ring) {
+    static int per_sm[2] = {-1, -1};
+    int &known = per_sm[ring ? 1 : 0];
+    if (known < 0) {
+        auto ask = [&](auto ring_steps) {
+            constexpr int R = decltype(ring_steps)::value;
+            constexpr bool E = HP_CUDA_ATTN_MMA_RING_EARLY;
+            const size_t bytes = mma_prepare_shared<KV, 64, 4, false, R, E, false, W>();
+            int blocks = 0;
+            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_attention_mma_kernel<KV, 64, 4, false, R, E, false, W>, W * 32, bytes) !=
+                cudaSuccess) {
+                cudaGetLastError();
+                blocks = 0;
+            }
+            return blocks;
+        };
+        if constexpr (mma_ring<64>() >= 2) known = ring ? ask(std::integral_constant<int, mma_ring<64>()>{}) : ask(std::integral_constant<int, 0>{});
+        else known = ask(std::integral_constant<int, 0>{});
+    }
+    return known * hp_cuda_gemv::device_sm_count();
+}
+template <hp_dtype KV>
+MmaWave mma_wave(bool ring) {
+    MmaWave wave;
+    if constexpr (HP_CUDA_ATTN_MMA_ONE_WAVE && HP_CUDA_ATTN_KERNEL == 2 && KV != HP_DTYPE_F32) {
+        wave.blocks = mma_wave_blocks<KV, kFdWarps>(ring);
+        if constexpr (HP_CUDA_ATTN_MMA_WARPS8 > 0 && kMmaWideWarps != kFdWarps && mma_wide_fits<64>()) wave.wide_blocks = mma_wave_blocks<KV, kMmaWideWarps>(ring);
+    }
+    return wave;
 }
 
 }  // namespace hp_cuda_baseline

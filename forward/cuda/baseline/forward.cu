@@ -928,12 +928,16 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     if (fold_head) p.head = fd_head_params(state, layer);
     const int block_group = group / p.head_split, grid_rows = c.n_head_kv * p.head_split;
     const int max_split = int(kTokenSplits / size_t(batch.n_token));
-    // attn_fd_small_warps: small steps in blocks of more warps (fewer splits); attn_mma_warps8: the
-    // tensor-core kernel in blocks of 8 warps where that leaves one split, its splits counted for them.
-    const bool wide = mma && mma_wide_blocks(batch.n_token, grid_rows, c.d_head, group, max_positions, max_split);
-    const int warps = small ? kFdSmallWarps : wide ? kMmaWideWarps : kFdWarps;
-    const int target_blocks = wide ? mma_wide_target_blocks() : HP_CUDA_ATTN_FD_TARGET_BLOCKS;
-    p.n_split = decode_attention_splits(batch.n_token, grid_rows, c.d_head, max_positions, max_split, warps, target_blocks);
+    // attn_fd_small_warps: small steps in blocks of more warps (fewer splits); the tensor-core kernel's
+    // blocks by mma_blocks (attn_mma_warps8: 8-warp blocks; attn_mma_one_wave: blocks one wave holds).
+    p.n_split = decode_attention_splits(batch.n_token, grid_rows, c.d_head, max_positions, max_split, small ? kFdSmallWarps : kFdWarps);
+    bool wide = false;
+    if (mma) {
+        const MmaBlocks blocks = mma_blocks(batch.n_token, grid_rows, c.d_head, group, max_positions, max_split,
+                                            c.d_head == 64 && group <= 4 ? mma_wave<KV>(plan.ring) : MmaWave{});
+        wide = blocks.warps == kMmaWideWarps;
+        p.n_split = blocks.n_split;
+    }
     const bool cluster = small && fd_cluster(p.n_split);  // attn_fd_cluster: a small step's splits fit one cluster
     const bool fold_oproj = attention_folds_oproj(state, batch, plan, p.n_split, oproj);
     if (fold_oproj) p.oproj = fd_oproj_params(state, *oproj);

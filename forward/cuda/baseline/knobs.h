@@ -89,6 +89,9 @@
 #ifndef HP_CUDA_ATTN_MMA_WARPS8
 #define HP_CUDA_ATTN_MMA_WARPS8 1
 #endif
+#ifndef HP_CUDA_ATTN_MMA_ONE_WAVE
+#define HP_CUDA_ATTN_MMA_ONE_WAVE 1
+#endif
 #ifndef HP_CUDA_ATTN_FD_RING
 #define HP_CUDA_ATTN_FD_RING 0
 #endif
@@ -378,6 +381,7 @@ static_assert(HP_CUDA_ATTN_FD_RING == 0 || (HP_CUDA_ATTN_FD_RING >= 2 && HP_CUDA
 static_assert(HP_CUDA_ATTN_MMA_RING_EARLY == 0 || HP_CUDA_ATTN_MMA_RING_EARLY == 1, "attn_mma_ring_early: 0 or 1");
 static_assert(HP_CUDA_ATTN_MMA_RING_MIN_TOKENS >= 1 && HP_CUDA_ATTN_MMA_RING_MAX_TOKENS >= 1, "attn_mma_ring_min_tokens, attn_mma_ring_max_tokens: 1 or more");
 static_assert(HP_CUDA_ATTN_MMA_WARPS8 >= 0 && HP_CUDA_ATTN_MMA_WARPS8 <= 2, "attn_mma_warps8: 0, 1 or 2");
+static_assert(HP_CUDA_ATTN_MMA_ONE_WAVE == 0 || HP_CUDA_ATTN_MMA_ONE_WAVE == 1, "attn_mma_one_wave: 0 or 1");
 static_assert(HP_CUDA_ATTN_MMA_PREFETCH_MIN_TOKENS >= 0, "attn_mma_prefetch_min_tokens: 0 (never) or more");
 static_assert(HP_CUDA_ATTN_MMA_PREFETCH_MAX_TOKENS >= 1, "attn_mma_prefetch_max_tokens: 1 or more");
 static_assert(HP_CUDA_ATTN_MMA_CLUSTER == 0 || (HP_CUDA_ATTN_MMA_CLUSTER >= 2 && HP_CUDA_ATTN_MMA_CLUSTER <= 16), "attn_mma_cluster: 0 (never) or the most splits of one cluster, 2..16");
