@@ -381,12 +381,13 @@ bool embed_and_norm(BaselineState &state, const int32_t *token_ids, int n_token,
 // (and the bias) the next rms_norm adds into x before normalising it: more blocks for a skinny product, and
 // cuBLAS's own split-K reduction and bias launch folded into the norm. Only where a norm of every row of x follows.
 bool use_split(const BaselineState &state, const Matrix &w, int n_row) {
+    constexpr int kSplit = HP_CUDA_GEMM_SPLIT_K > 1 ? HP_CUDA_GEMM_SPLIT_K : 1;  // (the default 0 is off: no division by it)
     return HP_CUDA_GEMM_SPLIT_K > 1 && !use_gemv(state, n_row) && n_row <= HP_CUDA_GEMM_SPLIT_K_MAX_TOKENS && w.n_out == state.model->config.d_model &&
-           w.n_in % (8 * HP_CUDA_GEMM_SPLIT_K) == 0;
+           w.n_in % (8 * kSplit) == 0;
 }
 
 bool project_split(BaselineState &state, const Matrix &w, const __nv_bfloat16 *x, int n_row, const hp_tensor *bias) {
-    const int split = HP_CUDA_GEMM_SPLIT_K, k = w.n_in / split;
+    const int split = HP_CUDA_GEMM_SPLIT_K > 1 ? HP_CUDA_GEMM_SPLIT_K : 1, k = w.n_in / split;  // only called where use_split
     const float alpha = 1.0f, beta = 0.0f;
     const cublasStatus_t status = cublasGemmStridedBatchedEx(
         state.cublas, CUBLAS_OP_T, CUBLAS_OP_N, w.n_out, n_row, k, &alpha, w.w, CUDA_R_16BF, w.n_in, k, x, CUDA_R_16BF, w.n_in, k, &beta,
