@@ -320,26 +320,29 @@ TEST(CudaBaselineLongSequence, OneTokenStepsMatchReference) {
     std::printf("o_proj in the attention: %s\n", log.find("o_proj done in the single-token attention") != std::string::npos ? "yes" : "no");
 }
 
-// Decode steps of 8 and then 12 sequences, every token alone in its sequence (prefilled to 2-250 positions, KV
-// blocks of 16), against the reference each step (llama-300m: d_head 64, GQA group 4). At 8 tokens the plugin's
-// defaults run the tensor-core attention with its K/V through the shared-memory ring, the first warp step copied
-// before the wait (knobs attn_mma_ring, attn_mma_ring_min_tokens / _max_tokens, attn_mma_ring_early); at 12 the
-// CUDA-core kernel.
+// Decode steps of 8, 12, 40, 56 and 80 sequences, every token alone in its sequence (prefilled to 2-256
+// positions, KV blocks of 16), against the reference each step (llama-300m: 4 kv heads, d_head 64, GQA group 4).
+// At 8 tokens the plugin's defaults run the tensor-core attention with its K/V through the shared-memory ring,
+// the first warp step copied before the wait (knobs attn_mma_ring, attn_mma_ring_min_tokens / _max_tokens,
+// attn_mma_ring_early); at 12 the CUDA-core kernel; at 40, 56 and 80 the tensor-core kernel in the blocks one wave
+// of a 132-SM device holds (attn_mma_one_wave: 3 splits of 4-warp blocks, one of 8-warp blocks, one of 4-warp
+// blocks; where attn_fd_target_blocks alone gave 4 and 3 splits of 4-warp blocks and one of 8-warp blocks).
 TEST(CudaBaselineDecodeBatch, OneTokenPerSequenceMatchesReference) {
     if (!backend::cuda_available()) GTEST_SKIP() << "no CUDA device";
     auto model = random_model("llama-300m");
     ASSERT_TRUE(model.ok()) << model.error();
     engine::EngineOptions options = cuda_options("reference", DType::bf16);
-    options.kv.max_tokens = 2048;
+    options.kv.max_tokens = 16384;
     auto reference = engine::Engine::create(*model, options);
     options.forward = "baseline";
     auto baseline = engine::Engine::create(*model, options);
     ASSERT_TRUE(reference.ok()) << reference.error();
     ASSERT_TRUE(baseline.ok()) << baseline.error();
     const int n_vocab = model->config.n_vocab;
-    const std::vector<int> lengths = {40, 17, 70, 2, 33, 250, 16, 129, 64, 5, 90, 31};
+    std::vector<int> lengths = {40, 17, 70, 2, 33, 250, 16, 129, 64, 5, 90, 31};
+    for (size_t s = 12; s < 80; ++s) lengths.push_back(lengths[s % 12] + int(s / 12));
     const std::vector<engine::Engine *> engines = {reference->get(), baseline->get()};
-    for (const size_t n_seq : {size_t(8), size_t(12)}) {
+    for (const size_t n_seq : {size_t(8), size_t(12), size_t(40), size_t(56), size_t(80)}) {
         std::vector<std::vector<int>> seqs(2);
         for (size_t e = 0; e < 2; ++e) {
             for (size_t s = 0; s < n_seq; ++s) {
