@@ -79,10 +79,13 @@ constexpr bool mma_wide_fits() {
     return mma_fits<D, 8, false, mma_ring<D>(), (HP_CUDA_ATTN_MMA_CLUSTER >= 2), kMmaWideWarps>();
 }
 // Whether a d_head's 8-warp forms are compiled in (attn_mma_warps8 on, and they fit).
-inline bool mma_wide_compiled(int d_head) {
+constexpr bool mma_wide_compiled(int d_head) {
     if (HP_CUDA_ATTN_MMA_WARPS8 == 0 || kMmaWideWarps == kFdWarps) return false;
     return d_head == 64 ? mma_wide_fits<64>() : d_head == 128 ? mma_wide_fits<128>() : false;
 }
+// The shapes attn_mma_one_wave and attn_mma_warps8 1 take: d_head 64 and groups up to 4, where both block
+// sizes are held to 128 registers (blocks per SM pinned); the only shapes measured.
+inline bool mma_pinned(int d_head, int group) { return d_head == 64 && group <= 4; }
 
 // The blocks of a step on the tensor-core kernel: warps per block, splits per (token, kv head).
 struct MmaBlocks {
@@ -96,7 +99,7 @@ struct MmaWave {
     int wide_blocks = 0;  // of kMmaWideWarps warps
 };
 
-// Knob attn_mma_one_wave: at d_head 64 and groups up to 4, a step's blocks fit one wave of the device
+// Knob attn_mma_one_wave: at the pinned shapes (mma_pinned), a step's blocks fit one wave of the device
 // (`wave`, from the occupancy calculator: mma_wave): splits are cut to the most whose blocks one wave
 // holds, and 8-warp blocks with one split (attn_mma_warps8 1) are taken where they fit one wave and give
 // as many warps as the 4-warp blocks (those have two splits), so fewer splits win the tie. Blocks past a
@@ -108,18 +111,19 @@ struct MmaWave {
 // Arguments as decode_attention_splits'.
 inline MmaBlocks mma_blocks(int n_token, int n_head_kv, int d_head, int group, int max_positions, int max_split, MmaWave wave) {
     MmaBlocks four{kFdWarps, decode_attention_splits(n_token, n_head_kv, d_head, max_positions, max_split)};
-    if (!mma_wide_compiled(d_head) && !HP_CUDA_ATTN_MMA_ONE_WAVE) return four;
-    const int wide_splits = decode_attention_splits(n_token, n_head_kv, d_head, max_positions, max_split, kMmaWideWarps, mma_wide_target_blocks());
-    if (mma_wide_compiled(d_head) && HP_CUDA_ATTN_MMA_WARPS8 == 2) return {kMmaWideWarps, wide_splits};
-    if (d_head != 64 || group > 4) return four;  // both forms held to 128 registers only here; the only shapes measured
-    const int pairs = n_token * n_head_kv;
+    const bool wide = mma_wide_compiled(d_head);
+    auto wide_splits = [&] {
+        return decode_attention_splits(n_token, n_head_kv, d_head, max_positions, max_split, kMmaWideWarps, mma_wide_target_blocks());
+    };
+    if (wide && HP_CUDA_ATTN_MMA_WARPS8 == 2) return {kMmaWideWarps, wide_splits()};
+    if (!mma_pinned(d_head, group)) return four;
     if (HP_CUDA_ATTN_MMA_ONE_WAVE && wave.blocks > 0) {
-        const int fit = wave.blocks / pairs;
+        const int pairs = n_token * n_head_kv, fit = wave.blocks / pairs;
         four.n_split = four.n_split < fit ? four.n_split : fit > 1 ? fit : 1;
-        if (mma_wide_compiled(d_head) && four.n_split == 2 && pairs <= wave.wide_blocks) return {kMmaWideWarps, 1};
+        if (wide && four.n_split == 2 && pairs <= wave.wide_blocks) return {kMmaWideWarps, 1};
         return four;
     }
-    if (mma_wide_compiled(d_head) && wide_splits == 1 && four.n_split > 1) return {kMmaWideWarps, 1};
+    if (wide && four.n_split > 1 && wide_splits() == 1) return {kMmaWideWarps, 1};
     return four;
 }
 
@@ -445,7 +449,7 @@ inline size_t mma_prepare_shared() {
     return bytes;
 }
 
-// attn_mma_one_wave: the blocks of d_head 64 and groups up to 4 (the PREFETCH variant and the other
+// attn_mma_one_wave: the blocks at the pinned shapes (mma_pinned: the PREFETCH variant and the other
 // held to the same 128 registers) that one wave of the current device holds, with the build's ring
 // where `ring` (its shared memory may hold fewer blocks an SM), by the occupancy calculator. Asked
 // once per process and form.
@@ -476,7 +480,7 @@ MmaWave mma_wave(bool ring) {
     MmaWave wave;
     if constexpr (HP_CUDA_ATTN_MMA_ONE_WAVE && HP_CUDA_ATTN_KERNEL == 2 && KV != HP_DTYPE_F32) {
         wave.blocks = mma_wave_blocks<KV, kFdWarps>(ring);
-        if constexpr (HP_CUDA_ATTN_MMA_WARPS8 > 0 && kMmaWideWarps != kFdWarps && mma_wide_fits<64>()) wave.wide_blocks = mma_wave_blocks<KV, kMmaWideWarps>(ring);
+        if constexpr (mma_wide_compiled(64)) wave.wide_blocks = mma_wave_blocks<KV, kMmaWideWarps>(ring);
     }
     return wave;
 }

@@ -935,7 +935,7 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
     bool wide = false;
     if (mma) {
         const MmaBlocks blocks = mma_blocks(batch.n_token, grid_rows, c.d_head, group, max_positions, max_split,
-                                            c.d_head == 64 && group <= 4 ? mma_wave<KV>(plan.ring) : MmaWave{});
+                                            mma_pinned(c.d_head, group) ? mma_wave<KV>(plan.ring) : MmaWave{});
         wide = blocks.warps == kMmaWideWarps;
         p.n_split = blocks.n_split;
     }
@@ -985,7 +985,7 @@ bool launch_decode_attention(BaselineState &state, const hp_batch &batch, int la
                         return mma_launch_ring(in_cluster, std::integral_constant<int, 0>{}, n_warps);
                     };
                     auto mma_launch = [&](auto in_cluster) {
-                        if constexpr (HP_CUDA_ATTN_MMA_WARPS8 > 0 && kMmaWideWarps != kFdWarps && mma_wide_fits<D>()) {
+                        if constexpr (mma_wide_compiled(D)) {
                             if (wide) return mma_launch_warps(in_cluster, std::integral_constant<int, kMmaWideWarps>{});
                         }
                         return mma_launch_warps(in_cluster, std::integral_constant<int, kFdWarps>{});
